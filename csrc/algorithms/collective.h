@@ -1,0 +1,92 @@
+// What every algorithm receives: the transport, the group of ranks taking
+// part, the message metadata of this collective, and reusable scratch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/dtype.h"
+#include "transport/transport.h"
+
+namespace pytfcomm::algorithms {
+
+// Wire values (MessageMeta::kind).
+enum class CollectiveKind : uint8_t {
+  kAllreduce = 1,
+  kBroadcast = 2,
+  kAllgather = 3,
+  kReduceScatter = 4,
+  kBarrier = 5,
+};
+
+// Wire values (MessageMeta::phase): which algorithm, and which part of a
+// composed one, a message belongs to. Ranks that picked different
+// algorithms therefore fail with a mismatch instead of exchanging garbage.
+enum class Phase : uint8_t {
+  kRing = 1,
+  kRecursiveDoubling = 2,
+  kLocalReduceScatter = 3,
+  kCrossRing = 4,
+  kCrossRecursiveDoubling = 5,
+  kLocalAllgather = 6,
+  kTree = 7,
+  kChain = 8,
+  kDissemination = 9,
+};
+
+// An ordered subset of the communicator's ranks; algorithms address peers
+// by their index in the group.
+struct Group {
+  std::vector<int> ranks;  // global ranks, in group order
+  int me = 0;              // this rank's index in `ranks`
+  int size() const { return static_cast<int>(ranks.size()); }
+  // Global rank of the member `offset` places after this one (wraps).
+  int peer(int offset) const {
+    int n = size();
+    return ranks[static_cast<size_t>(((me + offset) % n + n) % n)];
+  }
+  int global(int index) const { return ranks[static_cast<size_t>(index)]; }
+};
+
+// Scratch memory reused across collectives (64-byte aligned, grows only).
+class Workspace {
+ public:
+  void* get(int slot, size_t bytes);
+
+ private:
+  struct Block {
+    std::unique_ptr<char[], void (*)(char*)> data{nullptr, nullptr};
+    size_t bytes = 0;
+  };
+  std::vector<Block> blocks_;
+};
+
+struct Context {
+  transport::Transport& transport;
+  transport::MessageMeta meta;  // seq/kind/dtype/op/root/count of this collective
+  Workspace& workspace;
+  size_t segment_bytes;  // pipeline granularity
+
+  transport::MessageMeta with_phase(Phase p) const {
+    transport::MessageMeta m = meta;
+    m.phase = static_cast<uint8_t>(p);
+    return m;
+  }
+};
+
+// Balanced split of `count` elements into `parts`: the first count % parts
+// parts get one element more.
+struct Range {
+  size_t begin = 0;
+  size_t count = 0;
+};
+inline Range split(size_t count, int parts, int index) {
+  size_t base = count / static_cast<size_t>(parts);
+  size_t extra = count % static_cast<size_t>(parts);
+  size_t i = static_cast<size_t>(index);
+  return {i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
+}
+
+}  // namespace pytfcomm::algorithms

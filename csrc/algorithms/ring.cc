@@ -1,0 +1,175 @@
+// Ring reduce-scatter and all-gather, pipelined segment by segment: the
+// segment reduced (or received) at step s is sent on at step s+1 at once, so
+// reducing one segment overlaps moving the next, and phases flow into each
+// other without a global barrier.
+#include <cstring>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "common/error.h"
+#include "common/reduce.h"
+
+namespace pytfcomm::algorithms {
+namespace {
+
+constexpr int kSlots = 4;  // receives posted ahead of the one being reduced
+constexpr transport::Handle kNoHandle = ~transport::Handle{0};
+
+struct Unit {
+  int step;
+  size_t begin;  // element offset in the buffer
+  size_t count;
+};
+
+int wrap(int i, int n) { return ((i % n) + n) % n; }
+
+// Schedule (member me of n, chunk k = balanced part k):
+//   reduce-scatter step s < n-1: send chunk me-s-1, receive chunk me-s-2
+//   all-gather step t:           send chunk me-t,   receive chunk me-t-1
+// so that after reduce-scatter member me owns chunk me, and what arrives at
+// one step is exactly what leaves at the next.
+void run_ring(const Context& c, const Group& g, Phase phase, const char* in, char* out,
+              size_t count, DType dt, ReduceOp op, int64_t divisor, bool do_rs, bool do_ag) {
+  const int n = g.size();
+  const int me = g.me;
+  const size_t es = dtype_size(dt);
+  const size_t seg_elems = std::max<size_t>(1, c.segment_bytes / es);
+  const int rs_steps = do_rs ? n - 1 : 0;
+  const int steps = rs_steps + (do_ag ? n - 1 : 0);
+  auto recv_chunk = [&](int s) {
+    return s < rs_steps ? wrap(me - s - 2, n) : wrap(me - (s - rs_steps) - 1, n);
+  };
+  transport::Transport& t = c.transport;
+  const transport::MessageMeta meta = c.with_phase(phase);
+  const int right = g.peer(1);
+  const int left = g.peer(-1);
+
+  std::vector<Unit> units;
+  for (int s = 0; s < steps; ++s) {
+    Range ch = split(count, n, recv_chunk(s));
+    for (size_t off = 0; off < ch.count; off += seg_elems) {
+      units.push_back({s, ch.begin + off, std::min(seg_elems, ch.count - off)});
+    }
+  }
+  char* slots = do_rs ? static_cast<char*>(c.workspace.get(0, kSlots * seg_elems * es)) : nullptr;
+  // Last send of each reduce-scatter step: an all-gather receive into the
+  // same chunk must wait for it (the send may still be reading that memory).
+  std::vector<transport::Handle> rs_last_send(static_cast<size_t>(std::max(rs_steps, 1)),
+                                              kNoHandle);
+
+  // Step 0 sends: my own contribution to chunk me-1 (reduce-scatter), or my
+  // chunk (all-gather only).
+  {
+    Range ch = split(count, n, do_rs ? wrap(me - 1, n) : me);
+    const char* src = do_rs ? in : out;
+    for (size_t off = 0; off < ch.count; off += seg_elems) {
+      size_t k = std::min(seg_elems, ch.count - off);
+      auto h = t.post_send(right, src + (ch.begin + off) * es, k * es, meta);
+      if (do_rs) rs_last_send[0] = h;
+    }
+  }
+
+  std::vector<transport::Handle> recv_handle(units.size(), kNoHandle);
+  size_t posted = 0;
+  auto hazard_clear = [&](size_t u, bool block) {
+    int s = units[u].step;
+    if (s < rs_steps || !do_rs) return true;
+    transport::Handle h = rs_last_send[static_cast<size_t>(s - rs_steps)];
+    if (h == kNoHandle) return true;
+    if (block) {
+      t.wait(h);
+      return true;
+    }
+    return t.test(h);
+  };
+  auto post = [&](size_t u) {
+    const Unit& x = units[u];
+    char* dst = x.step < rs_steps ? slots + (u % kSlots) * seg_elems * es : out + x.begin * es;
+    recv_handle[u] = t.post_recv(left, dst, x.count * es, meta);
+    ++posted;
+  };
+
+  for (size_t u = 0; u < units.size(); ++u) {
+    while (posted < units.size() && posted < u + kSlots && hazard_clear(posted, false)) {
+      post(posted);
+    }
+    if (posted == u) {
+      hazard_clear(u, true);
+      post(u);
+    }
+    t.wait(recv_handle[u]);
+    const Unit& x = units[u];
+    char* dst = out + x.begin * es;
+    if (x.step < rs_steps) {
+      const char* slot = slots + (u % kSlots) * seg_elems * es;
+      const char* mine = in + x.begin * es;
+      if (x.step == rs_steps - 1 && op == ReduceOp::kMean) {
+        reduce_divide(dst, slot, mine, x.count, dt, divisor);
+      } else {
+        reduce(dst, slot, mine, x.count, dt, op);
+      }
+    }
+    if (x.step + 1 < steps) {
+      auto h = t.post_send(right, dst, x.count * es, meta);
+      if (x.step + 1 < rs_steps) rs_last_send[static_cast<size_t>(x.step + 1)] = h;
+    }
+  }
+  t.wait_all();
+}
+
+void single_member(const void* in, void* out, size_t count, DType dt, ReduceOp op,
+                   int64_t divisor) {
+  if (in != out) std::memcpy(out, in, count * dtype_size(dt));
+  if (op == ReduceOp::kMean && divisor != 1) divide(out, out, count, dt, divisor);
+}
+
+}  // namespace
+
+void ring_allreduce(const Context& c, const Group& g, Phase phase, const void* in, void* out,
+                    size_t count, DType dtype, ReduceOp op, int64_t divisor) {
+  if (g.size() == 1) return single_member(in, out, count, dtype, op, divisor);
+  run_ring(c, g, phase, static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op,
+           divisor, true, true);
+}
+
+void ring_reduce_scatter_inplace(const Context& c, const Group& g, Phase phase, const void* in,
+                                 void* out, size_t count, DType dtype, ReduceOp op,
+                                 int64_t divisor) {
+  if (g.size() == 1) return single_member(in, out, count, dtype, op, divisor);
+  run_ring(c, g, phase, static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op,
+           divisor, true, false);
+}
+
+void ring_allgather_inplace(const Context& c, const Group& g, Phase phase, void* buf, size_t count,
+                            DType dtype) {
+  if (g.size() == 1) return;
+  run_ring(c, g, phase, nullptr, static_cast<char*>(buf), count, dtype, ReduceOp::kSum, 1, false,
+           true);
+}
+
+void reduce_scatter(const Context& c, const Group& g, const void* in, void* out, size_t count,
+                    DType dtype, ReduceOp op, int64_t divisor) {
+  const int n = g.size();
+  PTC_CHECK_ARG(count % static_cast<size_t>(n) == 0, "reduce_scatter needs an element count "
+                "divisible by the number of ranks (", n, "), got ", count);
+  const size_t es = dtype_size(dtype);
+  Range mine = split(count, n, g.me);
+  if (n == 1) return single_member(in, out, count, dtype, op, divisor);
+  char* full = static_cast<char*>(c.workspace.get(1, count * es));
+  run_ring(c, g, Phase::kRing, static_cast<const char*>(in), full, count, dtype, op, divisor,
+           true, false);
+  std::memcpy(out, full + mine.begin * es, mine.count * es);
+}
+
+void allgather(const Context& c, const Group& g, const void* in, void* out, size_t count,
+               DType dtype) {
+  const int n = g.size();
+  const size_t es = dtype_size(dtype);
+  char* dst = static_cast<char*>(out) + static_cast<size_t>(g.me) * count * es;
+  if (dst != in) std::memcpy(dst, in, count * es);
+  if (n == 1) return;
+  run_ring(c, g, Phase::kRing, nullptr, static_cast<char*>(out), count * static_cast<size_t>(n),
+           dtype, ReduceOp::kSum, 1, false, true);
+}
+
+}  // namespace pytfcomm::algorithms

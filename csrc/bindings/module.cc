@@ -1,0 +1,179 @@
+// pybind11 module pytfcomm._core. Arrays arrive already validated by the
+// Python layer (pytfcomm/communicator.py); this layer re-checks what would
+// be memory-unsafe to get wrong (sizes, contiguity, writability) and
+// releases the GIL for every collective.
+#include <pybind11/pybind11.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "common/error.h"
+#include "common/param.h"
+#include "common/reduce.h"
+#include "engine/communicator.h"
+#include "transport/wire.h"
+
+namespace py = pybind11;
+using pytfcomm::Algorithm;
+using pytfcomm::Communicator;
+using pytfcomm::DType;
+using pytfcomm::ReduceOp;
+
+#ifndef PYTFCOMM_VERSION
+#define PYTFCOMM_VERSION "0.0.0"
+#endif
+
+namespace {
+
+DType to_dtype(int code) {
+  PTC_CHECK_ARG(pytfcomm::valid_dtype(static_cast<uint8_t>(code)) && code >= 0,
+                "unsupported dtype code ", code);
+  return static_cast<DType>(code);
+}
+
+ReduceOp to_op(int code) {
+  PTC_CHECK_ARG(pytfcomm::valid_op(static_cast<uint8_t>(code)) && code >= 0, "bad op code ",
+                code);
+  return static_cast<ReduceOp>(code);
+}
+
+size_t checked_count(const py::array& a, DType dt, const char* what) {
+  PTC_CHECK_ARG(a.flags() & py::array::c_style, what, " must be C-contiguous");
+  PTC_CHECK_ARG(static_cast<size_t>(a.itemsize()) == pytfcomm::dtype_size(dt), what,
+                " has item size ", a.itemsize(), " but dtype ", pytfcomm::dtype_name(dt),
+                " needs ", pytfcomm::dtype_size(dt));
+  return static_cast<size_t>(a.size());
+}
+
+void* writable(py::array& a, const char* what) {
+  PTC_CHECK_ARG(a.writeable(), what, " is read-only");
+  return a.mutable_data();
+}
+
+// Python classes live in pytfcomm/errors.py so they can carry docstrings and
+// inherit from the matching builtins (TimeoutError, ConnectionError, ...).
+py::object error_class(pytfcomm::ErrorKind kind) {
+  static const char* kNames[] = {"CommError",       "InvalidArgumentError", "ConfigError",
+                                 "PeerLostError",   "CommTimeoutError",     "MismatchError",
+                                 "AuthenticationError", "CommClosedError"};
+  py::module_ errors = py::module_::import("pytfcomm.errors");
+  return errors.attr(kNames[static_cast<int>(kind)]);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "pytfcomm native core (no TensorFlow dependency)";
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const pytfcomm::Error& e) {
+      py::object cls = error_class(e.kind());
+      PyErr_SetString(cls.ptr(), e.what());
+    }
+  });
+
+  py::class_<Communicator>(m, "Communicator")
+      .def(py::init([](int rank, int size, const std::string& root_host, int root_port,
+                       const std::string& bind_host, const std::string& host_id,
+                       double connect_timeout, double timeout) {
+             pytfcomm::CommOptions o;
+             o.rank = rank;
+             o.size = size;
+             o.root_host = root_host;
+             o.root_port = root_port;
+             o.bind_host = bind_host;
+             o.host_id = host_id;
+             o.connect_timeout_s = connect_timeout;
+             o.timeout_s = timeout;
+             py::gil_scoped_release release;
+             return std::make_unique<Communicator>(o);
+           }),
+           py::arg("rank"), py::arg("size"), py::arg("root_host"), py::arg("root_port"),
+           py::arg("bind_host") = "", py::arg("host_id") = "", py::arg("connect_timeout") = -1.0,
+           py::arg("timeout") = -1.0)
+      .def_property_readonly("rank", &Communicator::rank)
+      .def_property_readonly("size", &Communicator::size)
+      .def_property_readonly("local_rank", &Communicator::local_rank)
+      .def_property_readonly("local_size", &Communicator::local_size)
+      .def_property_readonly("num_hosts", &Communicator::num_hosts)
+      .def_property_readonly("root_port", &Communicator::root_port)
+      .def_property_readonly("closed", &Communicator::closed)
+      .def("host_of", &Communicator::host_of)
+      .def("last_algorithm",
+           [](const Communicator& c) { return pytfcomm::algorithm_name(c.last_algorithm()); })
+      .def("choose_allreduce",
+           [](const Communicator& c, size_t bytes) {
+             return pytfcomm::algorithm_name(c.choose_allreduce(bytes));
+           })
+      .def("allreduce",
+           [](Communicator& c, const py::array& src, py::array& dst, int dtype, int op,
+              int algorithm, double timeout) {
+             DType dt = to_dtype(dtype);
+             size_t n = checked_count(src, dt, "input");
+             PTC_CHECK_ARG(checked_count(dst, dt, "output") == n,
+                           "output must have as many elements as the input");
+             PTC_CHECK_ARG(algorithm >= 0 && algorithm <= 3, "bad algorithm code ", algorithm);
+             const void* in = src.data();
+             void* out = writable(dst, "output");
+             py::gil_scoped_release release;
+             c.allreduce(in, out, n, dt, to_op(op), static_cast<Algorithm>(algorithm), timeout);
+           })
+      .def("broadcast",
+           [](Communicator& c, py::array& buf, int dtype, int root, double timeout) {
+             DType dt = to_dtype(dtype);
+             size_t n = checked_count(buf, dt, "buffer");
+             void* p = writable(buf, "buffer");
+             py::gil_scoped_release release;
+             c.broadcast(p, n, dt, root, timeout);
+           })
+      .def("allgather",
+           [](Communicator& c, const py::array& src, py::array& dst, int dtype, double timeout) {
+             DType dt = to_dtype(dtype);
+             size_t n = checked_count(src, dt, "input");
+             PTC_CHECK_ARG(checked_count(dst, dt, "output") == n * static_cast<size_t>(c.size()),
+                           "output must hold size * input elements");
+             const void* in = src.data();
+             void* out = writable(dst, "output");
+             py::gil_scoped_release release;
+             c.allgather(in, out, n, dt, timeout);
+           })
+      .def("reduce_scatter",
+           [](Communicator& c, const py::array& src, py::array& dst, int dtype, int op,
+              double timeout) {
+             DType dt = to_dtype(dtype);
+             size_t n = checked_count(src, dt, "input");
+             PTC_CHECK_ARG(checked_count(dst, dt, "output") * static_cast<size_t>(c.size()) == n,
+                           "output must hold input elements / size");
+             const void* in = src.data();
+             void* out = writable(dst, "output");
+             py::gil_scoped_release release;
+             c.reduce_scatter(in, out, n, dt, to_op(op), timeout);
+           })
+      .def("barrier",
+           [](Communicator& c, double timeout) {
+             py::gil_scoped_release release;
+             c.barrier(timeout);
+           })
+      .def("close", [](Communicator& c) {
+        py::gil_scoped_release release;
+        c.close();
+      });
+
+  m.def("build_info", [] {
+    py::dict d;
+    d["version"] = PYTFCOMM_VERSION;
+    d["protocol_version"] = pytfcomm::wire::kProtocolVersion;
+    d["reduce_isa"] = pytfcomm::reduce_isa();
+    d["transports"] = std::vector<std::string>{"tcp"};
+    d["compiler"] = __VERSION__;
+#ifdef PYTFCOMM_WITH_CUDA
+    d["cuda"] = true;
+#else
+    d["cuda"] = false;
+#endif
+    return d;
+  });
+  m.def("params", [] { return pytfcomm::describe_params(); });
+  m.attr("__version__") = PYTFCOMM_VERSION;
+}

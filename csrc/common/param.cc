@@ -1,0 +1,85 @@
+#include "common/param.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <mutex>
+
+#include "common/error.h"
+
+namespace pytfcomm {
+namespace {
+
+double env_double(const char* name, double dflt, double lo, double hi, const char* unit) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return dflt;
+  char* end = nullptr;
+  errno = 0;
+  double x = std::strtod(v, &end);
+  if (errno != 0 || end == v || *end != '\0' || !(x >= lo && x <= hi)) {
+    PTC_THROW(kConfig, name, "='", v, "' is not valid: expected a number of ", unit, " in [", lo,
+              ", ", hi, "]; unset it to use the default ", dflt);
+  }
+  return x;
+}
+
+int64_t env_int(const char* name, int64_t dflt, int64_t lo, int64_t hi, const char* unit) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return dflt;
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi) {
+    PTC_THROW(kConfig, name, "='", v, "' is not valid: expected an integer number of ", unit,
+              " in [", lo, ", ", hi, "]; unset it to use the default ", dflt);
+  }
+  return x;
+}
+
+Params load() {
+  Params p;
+  p.timeout_s = env_double("PYTFCOMM_TIMEOUT", 600.0, 0.001, 1e7, "seconds");
+  p.connect_timeout_s = env_double("PYTFCOMM_CONNECT_TIMEOUT", 120.0, 0.01, 1e6, "seconds");
+  p.spin_us = env_int("PYTFCOMM_SPIN_US", -1, -1, 10'000'000, "microseconds (-1 = auto)");
+  p.segment_bytes = env_int("PYTFCOMM_SEGMENT_BYTES", 256 << 10, 4096, 1LL << 30, "bytes");
+  p.small_bytes = env_int("PYTFCOMM_SMALL_BYTES", 64 << 10, 0, 1LL << 30, "bytes");
+  p.sockbuf_bytes = env_int("PYTFCOMM_SOCKET_BUFFER", 4 << 20, 0, 1LL << 30, "bytes");
+  p.max_message_bytes =
+      env_int("PYTFCOMM_MAX_MESSAGE", 1LL << 40, 1 << 20, 1LL << 50, "bytes");
+  p.log_level = static_cast<int>(env_int("PYTFCOMM_LOG_LEVEL", 1, 0, 3, "levels"));
+  return p;
+}
+
+}  // namespace
+
+const Params& params() {
+  // Not a function-local static initialised with load(): a throwing
+  // initialiser would be retried forever; keep the first error instead.
+  static std::once_flag once;
+  static Params value;
+  static std::string error;
+  std::call_once(once, [] {
+    try {
+      value = load();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  if (!error.empty()) throw Error(ErrorKind::kConfig, error);
+  return value;
+}
+
+std::vector<std::pair<std::string, std::string>> describe_params() {
+  const Params& p = params();
+  return {
+      {"PYTFCOMM_TIMEOUT", str_cat(p.timeout_s, " s")},
+      {"PYTFCOMM_CONNECT_TIMEOUT", str_cat(p.connect_timeout_s, " s")},
+      {"PYTFCOMM_SPIN_US", p.spin_us < 0 ? "auto" : str_cat(p.spin_us, " us")},
+      {"PYTFCOMM_SEGMENT_BYTES", str_cat(p.segment_bytes)},
+      {"PYTFCOMM_SMALL_BYTES", str_cat(p.small_bytes)},
+      {"PYTFCOMM_SOCKET_BUFFER", str_cat(p.sockbuf_bytes)},
+      {"PYTFCOMM_MAX_MESSAGE", str_cat(p.max_message_bytes)},
+      {"PYTFCOMM_LOG_LEVEL", str_cat(p.log_level)},
+  };
+}
+
+}  // namespace pytfcomm

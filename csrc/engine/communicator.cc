@@ -1,0 +1,216 @@
+#include "engine/communicator.h"
+
+#include <map>
+#include <thread>
+
+#include "algorithms/algorithms.h"
+#include "common/error.h"
+#include "common/logging.h"
+#include "common/param.h"
+#include "transport/tcp/bootstrap.h"
+#include "transport/tcp/transport.h"
+
+namespace pytfcomm {
+
+using algorithms::CollectiveKind;
+
+const char* algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::kAuto:
+      return "auto";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kHierarchical:
+      return "hierarchical";
+    case Algorithm::kRecursiveDoubling:
+      return "recursive_doubling";
+  }
+  return "?";
+}
+
+Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) {
+  const Params& p = params();
+  PTC_CHECK_ARG(o.size >= 1, "size must be >= 1, got ", o.size);
+  PTC_CHECK_ARG(o.rank >= 0 && o.rank < o.size, "rank must be in [0, size=", o.size, "), got ",
+                o.rank);
+  PTC_CHECK_ARG(o.root_port >= 0 && o.root_port <= 65535, "port out of range: ", o.root_port);
+  PTC_CHECK_ARG(o.size == 1 || o.rank == 0 || o.root_port != 0,
+                "ranks other than 0 need rank 0's real port (got port 0)");
+  timeout_s_ = o.timeout_s > 0 ? o.timeout_s : p.timeout_s;
+  set_log_rank(o.rank);
+  tcp::BootstrapOptions b;
+  b.rank = o.rank;
+  b.size = o.size;
+  b.root_host = o.root_host;
+  b.root_port = static_cast<uint16_t>(o.root_port);
+  b.bind_host = o.bind_host;
+  b.host_id = o.host_id;
+  b.connect_timeout_s = o.connect_timeout_s > 0 ? o.connect_timeout_s : p.connect_timeout_s;
+  tcp::BootstrapResult boot = tcp::bootstrap(b);
+  root_port_ = boot.root_port;
+
+  // Topology from host identities: local group = same host, cross group =
+  // same local index on every host.
+  std::map<std::string, std::vector<int>> by_host;
+  std::vector<std::string> order;
+  for (const auto& peer : boot.peers) {
+    if (!by_host.count(peer.host_id)) order.push_back(peer.host_id);
+    by_host[peer.host_id].push_back(peer.rank);
+    hosts_.push_back(peer.host);
+  }
+  num_hosts_ = static_cast<int>(order.size());
+  for (int r = 0; r < size_; ++r) world_.ranks.push_back(r);
+  world_.me = rank_;
+  const auto& mine = by_host[boot.peers[static_cast<size_t>(rank_)].host_id];
+  local_.ranks = mine;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (mine[i] == rank_) local_.me = static_cast<int>(i);
+  }
+  uniform_hosts_ = true;
+  for (const auto& id : order) uniform_hosts_ &= by_host[id].size() == mine.size();
+  if (uniform_hosts_) {
+    for (size_t h = 0; h < order.size(); ++h) {
+      cross_.ranks.push_back(by_host[order[h]][static_cast<size_t>(local_.me)]);
+      if (order[h] == boot.peers[static_cast<size_t>(rank_)].host_id) {
+        cross_.me = static_cast<int>(h);
+      }
+    }
+  }
+  int64_t spin = p.spin_us;
+  if (spin < 0) {
+    // Spinning only pays when every local rank has a core of its own.
+    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    spin = static_cast<unsigned>(local_.size()) <= cores ? 50 : 0;
+  }
+  transport_ = std::make_unique<tcp::TcpTransport>(rank_, std::move(boot), spin);
+  PTC_LOG(kInfo, "connected: rank ", rank_, " of ", size_, ", local ", local_.me, " of ",
+          local_.size(), ", ", num_hosts_, " host(s), spin ", spin, " us");
+}
+
+Communicator::~Communicator() { close(); }
+
+std::string Communicator::host_of(int rank) const {
+  return rank >= 0 && rank < size_ ? hosts_[static_cast<size_t>(rank)] : "?";
+}
+
+bool Communicator::closed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_;
+}
+
+void Communicator::close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  closed_ = true;
+  transport_.reset();  // closes every socket; peers see a clean EOF
+}
+
+void Communicator::check_open() const {
+  if (!closed_) return;
+  if (!failure_.empty()) {
+    PTC_THROW(kClosed, "this communicator was closed after an earlier error: ", failure_,
+              " -- create a new one with pytfcomm.init()");
+  }
+  PTC_THROW(kClosed, "this communicator is closed; create a new one with pytfcomm.init()");
+}
+
+template <typename Body>
+void Communicator::run(CollectiveKind kind, const char* name, DType dtype, ReduceOp op, int root,
+                       size_t count, double timeout_s, Body body) {
+  std::lock_guard<std::mutex> lock(mu_);
+  check_open();
+  transport::MessageMeta meta;
+  meta.seq = seq_++;
+  meta.kind = static_cast<uint8_t>(kind);
+  meta.dtype = static_cast<uint8_t>(dtype);
+  meta.op = static_cast<uint8_t>(op);
+  meta.root = root;
+  meta.count = count;
+  std::string context = str_cat(name, " #", meta.seq, " (", dtype_name(dtype), " x ", count, ")");
+  transport_->set_context(context);
+  transport_->set_deadline(deadline_after(timeout_s > 0 ? timeout_s : timeout_s_));
+  algorithms::Context ctx{*transport_, meta, workspace_,
+                          static_cast<size_t>(params().segment_bytes)};
+  try {
+    body(ctx);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kInvalidArgument) throw;  // raised before any message moved
+    failure_ = str_cat(error_kind_name(e.kind()), " error in ", context, ": ", e.what());
+    PTC_LOG(kError, failure_);
+    transport_->abort(e.what());
+    closed_ = true;
+    throw;
+  } catch (const std::exception& e) {
+    failure_ = str_cat("unexpected error in ", context, ": ", e.what());
+    transport_->abort(failure_);
+    closed_ = true;
+    throw Error(ErrorKind::kInternal, failure_);
+  }
+}
+
+Algorithm Communicator::choose_allreduce(size_t bytes) const {
+  if (bytes <= static_cast<size_t>(params().small_bytes)) return Algorithm::kRecursiveDoubling;
+  if (num_hosts_ > 1 && uniform_hosts_ && local_.size() > 1) return Algorithm::kHierarchical;
+  return Algorithm::kRing;
+}
+
+void Communicator::allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                             Algorithm algorithm, double timeout_s) {
+  PTC_CHECK_ARG(dtype != DType::kBool || op != ReduceOp::kMean,
+                "op 'mean' is not defined for bool; use 'max' (any) or 'min' (all)");
+  size_t bytes = count * dtype_size(dtype);
+  Algorithm a = algorithm == Algorithm::kAuto ? choose_allreduce(bytes) : algorithm;
+  if (a == Algorithm::kHierarchical && !uniform_hosts_) {
+    PTC_THROW(kInvalidArgument, "hierarchical all-reduce needs the same number of ranks on every "
+              "host; this job has uneven hosts: use algorithm='ring' or 'auto'");
+  }
+  last_algorithm_ = a;
+  PTC_LOG(kDebug, "allreduce of ", bytes, " bytes: ", algorithm_name(a));
+  run(CollectiveKind::kAllreduce, "allreduce", dtype, op, 0, count, timeout_s,
+      [&](const algorithms::Context& c) {
+        switch (a) {
+          case Algorithm::kRecursiveDoubling:
+            algorithms::recursive_doubling_allreduce(c, world_, algorithms::Phase::kRecursiveDoubling,
+                                                     in, out, count, dtype, op, size_);
+            break;
+          case Algorithm::kHierarchical:
+            algorithms::hierarchical_allreduce(c, local_, cross_, in, out, count, dtype, op, size_,
+                                               static_cast<size_t>(params().small_bytes));
+            break;
+          default:
+            algorithms::ring_allreduce(c, world_, algorithms::Phase::kRing, in, out, count, dtype,
+                                       op, size_);
+        }
+      });
+}
+
+void Communicator::broadcast(void* buf, size_t count, DType dtype, int root, double timeout_s) {
+  PTC_CHECK_ARG(root >= 0 && root < size_, "root must be a rank in [0, ", size_, "), got ", root);
+  run(CollectiveKind::kBroadcast, "broadcast", dtype, ReduceOp::kSum, root, count, timeout_s,
+      [&](const algorithms::Context& c) { algorithms::broadcast(c, world_, buf, count, dtype, root); });
+}
+
+void Communicator::allgather(const void* in, void* out, size_t count, DType dtype,
+                             double timeout_s) {
+  run(CollectiveKind::kAllgather, "allgather", dtype, ReduceOp::kSum, 0, count, timeout_s,
+      [&](const algorithms::Context& c) { algorithms::allgather(c, world_, in, out, count, dtype); });
+}
+
+void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype,
+                                  ReduceOp op, double timeout_s) {
+  PTC_CHECK_ARG(dtype != DType::kBool || op != ReduceOp::kMean,
+                "op 'mean' is not defined for bool");
+  PTC_CHECK_ARG(count % static_cast<size_t>(size_) == 0, "reduce_scatter needs a length "
+                "divisible by the number of ranks (", size_, "), got ", count, " elements");
+  run(CollectiveKind::kReduceScatter, "reduce_scatter", dtype, op, 0, count, timeout_s,
+      [&](const algorithms::Context& c) {
+        algorithms::reduce_scatter(c, world_, in, out, count, dtype, op, size_);
+      });
+}
+
+void Communicator::barrier(double timeout_s) {
+  run(CollectiveKind::kBarrier, "barrier", DType::kUInt8, ReduceOp::kSum, 0, 0, timeout_s,
+      [&](const algorithms::Context& c) { algorithms::barrier(c, world_); });
+}
+
+}  // namespace pytfcomm

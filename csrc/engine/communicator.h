@@ -1,0 +1,90 @@
+// A communicator: the ranks of one job, connected, with the collectives the
+// public API offers. Collectives on one communicator are serialised; every
+// one carries a sequence number and its metadata so that ranks that
+// disagree fail loudly. After any communication error the communicator is
+// closed for good (peers are told why) and every later call says so.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/collective.h"
+#include "common/dtype.h"
+#include "transport/transport.h"
+
+namespace pytfcomm {
+
+enum class Algorithm { kAuto = 0, kRing = 1, kHierarchical = 2, kRecursiveDoubling = 3 };
+const char* algorithm_name(Algorithm a);
+
+struct CommOptions {
+  int rank = 0;
+  int size = 1;
+  std::string root_host = "127.0.0.1";  // rank 0's rendezvous address
+  int root_port = 0;
+  std::string bind_host;  // "" = the local address that routes to rank 0
+  std::string host_id;    // ranks with equal host_id are on one machine
+  double connect_timeout_s = -1;  // <= 0: PYTFCOMM_CONNECT_TIMEOUT
+  double timeout_s = -1;          // <= 0: PYTFCOMM_TIMEOUT
+};
+
+class Communicator {
+ public:
+  explicit Communicator(const CommOptions& opts);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_.me; }
+  int local_size() const { return local_.size(); }
+  int num_hosts() const { return num_hosts_; }
+  // The port rank 0 listens on (useful when it was asked for port 0).
+  int root_port() const { return root_port_; }
+  std::string host_of(int rank) const;
+
+  // timeout_s <= 0 means the communicator's default.
+  void allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                 Algorithm algorithm, double timeout_s);
+  void broadcast(void* buf, size_t count, DType dtype, int root, double timeout_s);
+  void allgather(const void* in, void* out, size_t count, DType dtype, double timeout_s);
+  // count: elements of `in`; `out` gets count / size elements.
+  void reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                      double timeout_s);
+  void barrier(double timeout_s);
+
+  // The algorithm "auto" would pick for an all-reduce of `bytes`.
+  Algorithm choose_allreduce(size_t bytes) const;
+  Algorithm last_algorithm() const { return last_algorithm_; }
+
+  void close();
+  bool closed() const;
+
+ private:
+  template <typename Body>
+  void run(algorithms::CollectiveKind kind, const char* name, DType dtype, ReduceOp op, int root,
+           size_t count, double timeout_s, Body body);
+  void check_open() const;
+
+  int rank_;
+  int size_;
+  int root_port_ = 0;
+  int num_hosts_ = 1;
+  bool uniform_hosts_ = false;  // every host runs the same number of ranks
+  double timeout_s_;
+  std::vector<std::string> hosts_;
+  algorithms::Group world_, local_, cross_;
+  std::unique_ptr<transport::Transport> transport_;
+  algorithms::Workspace workspace_;
+  mutable std::mutex mu_;
+  uint32_t seq_ = 0;
+  bool closed_ = false;
+  std::string failure_;  // why the communicator was closed by an error
+  Algorithm last_algorithm_ = Algorithm::kAuto;
+};
+
+}  // namespace pytfcomm

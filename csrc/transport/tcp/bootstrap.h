@@ -1,0 +1,40 @@
+// Rendezvous: every rank registers with rank 0, learns everyone's listening
+// address, then opens one connection per pair of ranks (the higher rank
+// connects). Listeners bind only the configured address and are closed
+// before bootstrap returns, so a running job exposes no port.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "transport/tcp/socket.h"
+
+namespace pytfcomm::tcp {
+
+struct BootstrapOptions {
+  int rank = 0;
+  int size = 1;
+  std::string root_host;  // rank 0's rendezvous address
+  uint16_t root_port = 0;
+  std::string bind_host;  // this rank's listener; "" = the address that routes to rank 0
+  std::string host_id;    // ranks with equal host_id share a machine
+  double connect_timeout_s = 120;
+};
+
+struct PeerInfo {
+  int rank = 0;
+  std::string host;
+  uint16_t port = 0;
+  std::string host_id;
+};
+
+struct BootstrapResult {
+  std::vector<Fd> fds;           // fds[r]: connection to rank r (invalid for self)
+  std::vector<PeerInfo> peers;   // every rank, including this one
+  uint16_t root_port = 0;        // the port rank 0 actually bound (differs when asked for 0)
+};
+
+BootstrapResult bootstrap(const BootstrapOptions& opts);
+
+}  // namespace pytfcomm::tcp

@@ -1,0 +1,171 @@
+#include "transport/tcp/transport.h"
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/param.h"
+
+namespace pytfcomm::tcp {
+namespace {
+
+// Handle layout: peer (15 bits) | direction (1 bit) | per-direction sequence (48 bits).
+constexpr int kSeqBits = 48;
+constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
+
+transport::Handle make_handle(int peer, bool recv, uint64_t seq) {
+  return (static_cast<uint64_t>(peer) << (kSeqBits + 1)) |
+         (static_cast<uint64_t>(recv) << kSeqBits) | (seq & kSeqMask);
+}
+
+}  // namespace
+
+TcpTransport::TcpTransport(int rank, BootstrapResult boot, int64_t spin_us)
+    : rank_(rank), peers_(std::move(boot.peers)), spin_us_(spin_us) {
+  int n = static_cast<int>(peers_.size());
+  PTC_ENFORCE(n < (1 << 15), "too many ranks for the handle layout: ", n);
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) PTC_THROW(kInternal, "epoll_create1 failed: ", std::strerror(errno));
+  pairs_.resize(n);
+  int64_t sockbuf = params().sockbuf_bytes;
+  uint64_t max_message = static_cast<uint64_t>(params().max_message_bytes);
+  for (int r = 0; r < n; ++r) {
+    if (r == rank_) continue;
+    Fd fd = std::move(boot.fds[r]);
+    PTC_ENFORCE(fd.valid(), "no connection to rank ", r, " after bootstrap");
+    set_nonblocking(fd.get());
+    tune_data_socket(fd.get(), sockbuf);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.u32 = static_cast<uint32_t>(r);
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd.get(), &ev) != 0) {
+      PTC_THROW(kInternal, "epoll_ctl failed: ", std::strerror(errno));
+    }
+    pairs_[r] = std::make_unique<Pair>(r, std::move(fd), describe_peer(r), max_message);
+  }
+}
+
+TcpTransport::~TcpTransport() {
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+}
+
+std::string TcpTransport::describe_peer(int peer) const {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size())) return str_cat("rank ", peer);
+  const PeerInfo& p = peers_[peer];
+  return str_cat("rank ", peer, " (", p.host, ":", p.port, ")");
+}
+
+Pair& TcpTransport::pair(int peer) {
+  PTC_ENFORCE(peer >= 0 && peer < size() && peer != rank_, "bad peer ", peer);
+  if (aborted_ || !pairs_[peer]) {
+    PTC_THROW(kClosed, "the transport was shut down after an earlier error; create a new "
+              "communicator");
+  }
+  return *pairs_[peer];
+}
+
+transport::Handle TcpTransport::post_send(int peer, const void* data, size_t nbytes,
+                                          const transport::MessageMeta& meta) {
+  Pair& p = pair(peer);
+  if (p.idle()) active_.push_back(peer);
+  return make_handle(peer, false, p.post_send(data, nbytes, meta));
+}
+
+transport::Handle TcpTransport::post_recv(int peer, void* data, size_t nbytes,
+                                          const transport::MessageMeta& meta) {
+  Pair& p = pair(peer);
+  if (p.idle()) active_.push_back(peer);
+  return make_handle(peer, true, p.post_recv(data, nbytes, meta));
+}
+
+bool TcpTransport::done(transport::Handle h) const {
+  int peer = static_cast<int>(h >> (kSeqBits + 1));
+  bool recv = (h >> kSeqBits) & 1;
+  uint64_t seq = h & kSeqMask;
+  const Pair& p = *pairs_[peer];
+  return recv ? p.recv_done(seq) : p.send_done(seq);
+}
+
+bool TcpTransport::progress_all() {
+  bool moved = false;
+  for (size_t i = 0; i < active_.size();) {
+    Pair& p = *pairs_[active_[i]];
+    moved |= p.progress(context_);
+    if (p.idle()) {
+      active_[i] = active_.back();
+      active_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return moved;
+}
+
+void TcpTransport::block_once() {
+  if (Clock::now() >= deadline_) {
+    std::string waiting;
+    for (int peer : active_) waiting += str_cat(waiting.empty() ? "" : ", ", describe_peer(peer));
+    PTC_THROW(kTimeout, "timed out in ", context_, " waiting for ",
+              waiting.empty() ? "peers" : waiting,
+              ": that rank is hung, stopped or far behind (PYTFCOMM_TIMEOUT sets the deadline)");
+  }
+  epoll_event events[16];
+  int n = ::epoll_wait(epoll_fd_, events, 16, millis_until(deadline_, 1000));
+  if (n < 0 && errno != EINTR) PTC_THROW(kInternal, "epoll_wait failed: ", std::strerror(errno));
+  for (int i = 0; i < n; ++i) {
+    int peer = static_cast<int>(events[i].data.u32);
+    Pair& p = *pairs_[peer];
+    if (p.idle() && (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+      p.check_idle(context_);
+    }
+  }
+}
+
+template <typename Pred>
+void TcpTransport::wait_until(Pred pred) {
+  if (aborted_) PTC_THROW(kClosed, "the transport was shut down after an earlier error");
+  progress_all();
+  if (pred()) return;
+  if (spin_us_ > 0) {
+    TimePoint spin_end = Clock::now() + std::chrono::microseconds(spin_us_);
+    do {
+      progress_all();
+      if (pred()) return;
+    } while (Clock::now() < spin_end);
+  }
+  for (;;) {
+    block_once();
+    progress_all();
+    if (pred()) return;
+  }
+}
+
+void TcpTransport::wait(transport::Handle h) {
+  wait_until([&] { return done(h); });
+}
+
+bool TcpTransport::test(transport::Handle h) {
+  if (done(h)) return true;
+  progress_all();
+  return done(h);
+}
+
+void TcpTransport::wait_all() {
+  wait_until([&] { return active_.empty(); });
+}
+
+void TcpTransport::abort(const std::string& reason) noexcept {
+  if (aborted_) return;
+  aborted_ = true;
+  std::string msg = str_cat("rank ", rank_, " gave up: ", reason);
+  for (auto& p : pairs_) {
+    if (p) p->abort(msg);
+  }
+  active_.clear();
+}
+
+}  // namespace pytfcomm::tcp

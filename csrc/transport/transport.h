@@ -1,0 +1,74 @@
+// The one interface every transport implements (TCP now; shared memory and
+// NCCL later) and the only thing the algorithms see.
+//
+// Messages between two ranks are delivered in the order they were posted, per
+// direction. A receive must be posted with the size and metadata the sender
+// used; anything else is a mismatch error, never a silent reinterpretation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/clock.h"
+
+namespace pytfcomm::transport {
+
+// Describes the collective a message belongs to. It travels in every frame
+// header and is compared on receipt, which is how ranks that disagree on a
+// collective (order, dtype, count, op, root, algorithm) are caught.
+struct MessageMeta {
+  uint32_t seq = 0;    // collective sequence number on the communicator
+  uint8_t kind = 0;    // CollectiveKind
+  uint8_t dtype = 0;   // DType
+  uint8_t op = 0;      // ReduceOp
+  uint8_t phase = 0;   // algorithm and phase inside a composed algorithm
+  int32_t root = 0;
+  uint32_t reserved = 0;
+  uint64_t count = 0;  // the collective's element count as the caller gave it
+};
+static_assert(sizeof(MessageMeta) == 24, "MessageMeta is part of the wire format");
+
+inline bool operator==(const MessageMeta& a, const MessageMeta& b) {
+  return a.seq == b.seq && a.kind == b.kind && a.dtype == b.dtype && a.op == b.op &&
+         a.phase == b.phase && a.root == b.root && a.count == b.count;
+}
+
+// Identifies a posted operation; valid until the transport is destroyed.
+using Handle = uint64_t;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Queue a send or receive of `nbytes` with `peer`. The buffer stays the
+  // caller's and must not be touched until the operation completes.
+  virtual Handle post_send(int peer, const void* data, size_t nbytes, const MessageMeta& meta) = 0;
+  virtual Handle post_recv(int peer, void* data, size_t nbytes, const MessageMeta& meta) = 0;
+
+  // Make progress on every posted operation until `h` has completed. Throws
+  // Error(kTimeout) past the deadline, kPeerLost when a peer goes away or
+  // aborts, kMismatch when a header disagrees with the posted receive.
+  virtual void wait(Handle h) = 0;
+  // Make progress without blocking; true when `h` has completed.
+  virtual bool test(Handle h) = 0;
+  // Wait until every posted operation has completed.
+  virtual void wait_all() = 0;
+
+  // Deadline for all waits until changed (TimePoint::max(): none).
+  virtual void set_deadline(TimePoint deadline) = 0;
+  // A short human description of what the caller is doing ("allreduce #12"),
+  // used in error messages.
+  virtual void set_context(const std::string& what) = 0;
+
+  // Tell every peer we are giving up (best effort, never throws) and stop.
+  virtual void abort(const std::string& reason) noexcept = 0;
+
+  // "rank 3 (10.0.0.2:41000, host node7)", for messages.
+  virtual std::string describe_peer(int peer) const = 0;
+};
+
+}  // namespace pytfcomm::transport

@@ -1,0 +1,66 @@
+"""``python -m pytfcomm info``: what this build of pytfcomm contains and how it is set up."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+
+
+def info() -> dict[str, object]:
+    """Build configuration, runtime parameters and optional integrations, as a dict."""
+    from . import _core
+
+    data: dict[str, object] = dict(_core.build_info())
+    data["python"] = sys.version.split()[0]
+    data["platform"] = platform.platform()
+    data["cpus"] = os.cpu_count()
+    try:
+        import numpy
+
+        data["numpy"] = numpy.__version__
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        data["numpy"] = None
+    try:
+        data["params"] = dict(_core.params())
+    except Exception as exc:  # a malformed PYTFCOMM_* variable: show it, don't crash
+        data["params"] = f"error: {exc}"
+    try:
+        from importlib.metadata import version
+
+        data["tensorflow"] = version("tensorflow-cpu")
+    except Exception:
+        try:
+            from importlib.metadata import version
+
+            data["tensorflow"] = version("tensorflow")
+        except Exception:
+            data["tensorflow"] = None
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytfcomm")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_info = sub.add_parser("info", help="print the build configuration")
+    p_info.add_argument("--json", action="store_true", help="machine-readable output")
+    args = parser.parse_args(argv)
+    if args.command == "info":
+        data = info()
+        if args.json:
+            print(json.dumps(data, indent=2, default=str))
+        else:
+            for key, value in data.items():
+                if isinstance(value, dict):
+                    print(f"{key}:")
+                    for k, v in value.items():
+                        print(f"  {k:<26} {v}")
+                else:
+                    print(f"{key:<28} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

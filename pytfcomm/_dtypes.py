@@ -1,0 +1,51 @@
+"""Mapping between NumPy dtypes and the core's dtype and op codes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import InvalidArgumentError
+
+# Codes match csrc/common/dtype.h (wire values).
+_BY_NAME = {
+    "float16": 0,
+    "bfloat16": 1,
+    "float32": 2,
+    "float64": 3,
+    "int8": 4,
+    "uint8": 5,
+    "int32": 6,
+    "int64": 7,
+    "bool": 8,
+}
+OPS = {"sum": 0, "mean": 1, "min": 2, "max": 3, "prod": 4}
+ALGORITHMS = {"auto": 0, "ring": 1, "hierarchical": 2, "recursive_doubling": 3}
+
+SUPPORTED_DTYPES = tuple(_BY_NAME)
+
+
+def dtype_code(dtype: np.dtype) -> int:
+    """The core's code for ``dtype``; bfloat16 is the ml_dtypes type TF uses."""
+    code = _BY_NAME.get(np.dtype(dtype).name)
+    if code is None:
+        raise InvalidArgumentError(
+            f"dtype {np.dtype(dtype).name} is not supported; use one of "
+            f"{', '.join(SUPPORTED_DTYPES)}"
+        )
+    return code
+
+
+def op_code(op: str) -> int:
+    """The core's code for a reduction name."""
+    if not isinstance(op, str) or op.lower() not in OPS:
+        raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    return OPS[op.lower()]
+
+
+def algorithm_code(algorithm: str) -> int:
+    """The core's code for an all-reduce algorithm name."""
+    if not isinstance(algorithm, str) or algorithm.lower() not in ALGORITHMS:
+        raise InvalidArgumentError(
+            f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}"
+        )
+    return ALGORITHMS[algorithm.lower()]

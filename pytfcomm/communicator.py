@@ -1,0 +1,248 @@
+"""The NumPy-facing communicator: ``pytfcomm.init()`` and its collectives."""
+
+from __future__ import annotations
+
+import zlib
+from types import TracebackType
+
+import numpy as np
+
+from . import _cluster, _core
+from ._dtypes import algorithm_code, dtype_code, op_code
+from .errors import CommClosedError, InvalidArgumentError
+
+__all__ = ["Communicator", "init"]
+
+
+def _timeout(value: float | None) -> float:
+    if value is None:
+        return -1.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidArgumentError(f"timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _check_input(x: object, what: str = "input") -> np.ndarray:
+    if not isinstance(x, np.ndarray):
+        raise TypeError(
+            f"{what} must be a numpy.ndarray, got {type(x).__name__}; wrap it with np.asarray()"
+        )
+    dtype_code(x.dtype)
+    if not x.flags.c_contiguous:
+        raise InvalidArgumentError(
+            f"{what} is not C-contiguous (a strided view or a transpose?); pass "
+            "np.ascontiguousarray(x) -- pytfcomm works on the array's memory without copying"
+        )
+    return x
+
+
+def _check_out(out: object, like_shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    out = _check_input(out, "out")
+    if out.dtype != dtype:
+        raise InvalidArgumentError(f"out has dtype {out.dtype} but the result is {dtype}")
+    if out.shape != like_shape:
+        raise InvalidArgumentError(f"out has shape {out.shape} but the result has {like_shape}")
+    if not out.flags.writeable:
+        raise InvalidArgumentError("out is read-only; pass a writable array")
+    return out
+
+
+def shape_tag(shape: tuple[int, ...]) -> int:
+    """A 32-bit digest of a shape, carried with collectives to catch shape mismatches."""
+    return zlib.crc32(repr(tuple(int(d) for d in shape)).encode()) & 0xFFFFFFFF
+
+
+class Communicator:
+    """The ranks of one job, connected, and the collectives between them.
+
+    Create one with :func:`pytfcomm.init`. Every rank must call the same
+    collectives in the same order with arrays of the same dtype and shape;
+    anything else raises :class:`pytfcomm.MismatchError` on every rank. All
+    calls block until this rank's part is done and release the GIL meanwhile.
+    After a communication error the communicator is closed on every rank.
+    """
+
+    def __init__(self, core: _core.Communicator, spec: _cluster.ClusterSpec) -> None:
+        self._core = core
+        self.spec = spec
+
+    # -- identity -----------------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        """This process's rank, in ``[0, size)``."""
+        return self._core.rank
+
+    @property
+    def size(self) -> int:
+        """Number of ranks in the job."""
+        return self._core.size
+
+    @property
+    def local_rank(self) -> int:
+        """Index of this rank among the ranks on the same host."""
+        return self._core.local_rank
+
+    @property
+    def local_size(self) -> int:
+        """Number of ranks on this host."""
+        return self._core.local_size
+
+    @property
+    def num_hosts(self) -> int:
+        """Number of distinct hosts in the job."""
+        return self._core.num_hosts
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran or an error closed the communicator."""
+        return self._core.closed
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return (
+            f"<pytfcomm.Communicator rank {self.rank}/{self.size} local "
+            f"{self.local_rank}/{self.local_size} {state}>"
+        )
+
+    # -- collectives -----------------------------------------------------------------
+    def allreduce(
+        self,
+        x: np.ndarray,
+        op: str = "sum",
+        *,
+        out: np.ndarray | None = None,
+        algorithm: str = "auto",
+        timeout: float | None = None,
+    ) -> np.ndarray:
+        """Reduce ``x`` element-wise over all ranks; every rank gets the result.
+
+        ``op`` is ``"sum"``, ``"mean"`` (integers truncate toward zero),
+        ``"min"``, ``"max"`` or ``"prod"``. ``out`` receives the result without
+        allocating (``out=x`` works in place). ``algorithm`` is ``"auto"``,
+        ``"ring"``, ``"hierarchical"`` or ``"recursive_doubling"``. Every rank
+        gets bitwise-identical results.
+        """
+        x = _check_input(x)
+        code = op_code(op)
+        alg = algorithm_code(algorithm)
+        out = np.empty_like(x) if out is None else _check_out(out, x.shape, x.dtype)
+        self._core.allreduce(x, out, dtype_code(x.dtype), code, alg, _timeout(timeout))
+        return out
+
+    def broadcast(
+        self,
+        x: np.ndarray,
+        root: int = 0,
+        *,
+        out: np.ndarray | None = None,
+        timeout: float | None = None,
+    ) -> np.ndarray:
+        """Every rank gets rank ``root``'s ``x`` (same shape and dtype on every rank)."""
+        x = _check_input(x)
+        self._check_root(root)
+        if out is None:
+            out = x.copy()
+        else:
+            out = _check_out(out, x.shape, x.dtype)
+            if out is not x and self.rank == root:
+                np.copyto(out, x)
+        self._core.broadcast(out, dtype_code(out.dtype), int(root), _timeout(timeout))
+        return out
+
+    def allgather(
+        self, x: np.ndarray, *, out: np.ndarray | None = None, timeout: float | None = None
+    ) -> np.ndarray:
+        """Concatenate every rank's ``x`` along axis 0, in rank order."""
+        x = _check_input(x)
+        if x.ndim == 0:
+            raise InvalidArgumentError("allgather needs an array with at least one dimension")
+        shape = (x.shape[0] * self.size, *x.shape[1:])
+        out = np.empty(shape, x.dtype) if out is None else _check_out(out, shape, x.dtype)
+        self._core.allgather(x, out, dtype_code(x.dtype), _timeout(timeout))
+        return out
+
+    def reduce_scatter(
+        self,
+        x: np.ndarray,
+        op: str = "sum",
+        *,
+        out: np.ndarray | None = None,
+        timeout: float | None = None,
+    ) -> np.ndarray:
+        """Reduce ``x`` over all ranks; rank r gets the r-th of ``size`` equal parts
+        along axis 0 (``x.shape[0]`` must be divisible by ``size``)."""
+        x = _check_input(x)
+        code = op_code(op)
+        if x.ndim == 0 or x.shape[0] % self.size:
+            raise InvalidArgumentError(
+                f"reduce_scatter needs axis 0 divisible by the number of ranks ({self.size}), "
+                f"got shape {x.shape}"
+            )
+        shape = (x.shape[0] // self.size, *x.shape[1:])
+        out = np.empty(shape, x.dtype) if out is None else _check_out(out, shape, x.dtype)
+        self._core.reduce_scatter(x, out, dtype_code(x.dtype), code, _timeout(timeout))
+        return out
+
+    def barrier(self, timeout: float | None = None) -> None:
+        """Return once every rank has entered the barrier."""
+        self._core.barrier(_timeout(timeout))
+
+    def close(self) -> None:
+        """Close every connection. Idempotent; later collectives raise CommClosedError."""
+        self._core.close()
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- helpers -------------------------------------------------------------------------
+    def _check_root(self, root: int) -> None:
+        if isinstance(root, bool) or not isinstance(root, (int, np.integer)):
+            raise TypeError(f"root must be an int, got {type(root).__name__}")
+        if not 0 <= root < self.size:
+            raise InvalidArgumentError(f"root must be a rank in [0, {self.size}), got {root}")
+
+    def _require_open(self) -> None:
+        if self.closed:
+            raise CommClosedError("this communicator is closed; create a new one with init()")
+
+
+def init(
+    rank: int | None = None,
+    size: int | None = None,
+    addr: str | None = None,
+    *,
+    timeout: float | None = None,
+    connect_timeout: float | None = None,
+) -> Communicator:
+    """Join a job and return its :class:`Communicator`.
+
+    With no arguments, the job is read from the environment: PYTFCOMM_RANK /
+    PYTFCOMM_SIZE / PYTFCOMM_ADDR, TF_CONFIG, Slurm (``srun``) or MPI
+    (``mpirun``) variables, else a single-process job (see docs/launching.md).
+    Explicitly: ``init(rank=0, size=4, addr="127.0.0.1:29500")``, where
+    ``addr`` is rank 0's rendezvous address. Blocks until every rank joined
+    (``connect_timeout``, default PYTFCOMM_CONNECT_TIMEOUT or 120 s);
+    ``timeout`` is the default deadline of each collective (PYTFCOMM_TIMEOUT,
+    600 s).
+    """
+    spec = _cluster.resolve(rank, size, addr)
+    host, port = spec.rendezvous
+    core = _core.Communicator(
+        spec.rank,
+        spec.size,
+        host,
+        port,
+        spec.bind_host,
+        spec.host_id,
+        _timeout(connect_timeout),
+        _timeout(timeout),
+    )
+    return Communicator(core, spec)

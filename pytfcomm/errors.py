@@ -1,0 +1,55 @@
+"""Errors raised by pytfcomm.
+
+Every error is a :class:`CommError`. The subclass says what went wrong and also
+inherits from the closest Python builtin, so ``except TimeoutError`` or
+``except ValueError`` work as a user would expect. Messages name the rank and
+host involved, the collective (with its sequence number) and what to do.
+
+After a communication error (peer lost, timeout, mismatch) the communicator
+is closed on every rank: create a new one with :func:`pytfcomm.init`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthenticationError",
+    "CommClosedError",
+    "CommError",
+    "CommTimeoutError",
+    "ConfigError",
+    "InvalidArgumentError",
+    "MismatchError",
+    "PeerLostError",
+]
+
+
+class CommError(RuntimeError):
+    """Base class of every pytfcomm error."""
+
+
+class InvalidArgumentError(CommError, ValueError):
+    """An argument cannot be used (wrong dtype, shape, root, buffer)."""
+
+
+class ConfigError(CommError, ValueError):
+    """The job configuration is wrong: environment, TF_CONFIG, addresses, ports."""
+
+
+class PeerLostError(CommError, ConnectionError):
+    """A peer closed its connection, crashed, or aborted the job."""
+
+
+class CommTimeoutError(CommError, TimeoutError):
+    """A peer did not answer before the deadline (``PYTFCOMM_TIMEOUT``)."""
+
+
+class MismatchError(CommError):
+    """Ranks called different collectives, or with different dtype/count/op/root."""
+
+
+class AuthenticationError(CommError, PermissionError):
+    """A connection failed the job-secret handshake."""
+
+
+class CommClosedError(CommError):
+    """The communicator was closed, by the user or after an earlier error."""

@@ -1,0 +1,150 @@
+"""Run a test function in N processes on 127.0.0.1, with hard time limits.
+
+``run_ranks(n, "module:function", *args)`` starts n Python processes; each
+imports ``module`` from tests/workers and calls ``function(rank, size, addr,
+*args)``. Return values come back as a list indexed by rank. If any rank
+raises, or the whole run passes its deadline, every process is killed and
+``RankFailure`` reports what each rank said.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+TESTS = Path(__file__).resolve().parent
+ENTRY = TESTS / "_rank_entry.py"
+
+
+class RankFailure(AssertionError):
+    """At least one rank failed; ``outcomes`` maps rank -> (ok, value or error text)."""
+
+    def __init__(self, message: str, outcomes: dict[int, tuple[bool, Any]]):
+        super().__init__(message)
+        self.outcomes = outcomes
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_ranks(
+    n: int,
+    target: str,
+    *args: Any,
+    env: Mapping[str, str] | None = None,
+    per_rank_env: list[Mapping[str, str]] | None = None,
+    workdir: Path,
+    port: int | None = None,
+) -> tuple[list[subprocess.Popen], list[Path], str]:
+    """Start the ranks without waiting; see run_ranks."""
+    port = port or free_port()
+    addr = f"127.0.0.1:{port}"
+    args_path = workdir / "args.pkl"
+    args_path.write_bytes(pickle.dumps(args))
+    procs, results = [], []
+    for r in range(n):
+        child_env = dict(os.environ)
+        child_env.setdefault("PYTFCOMM_CONNECT_TIMEOUT", "30")
+        child_env.setdefault("PYTFCOMM_TIMEOUT", "60")
+        child_env.update(env or {})
+        if per_rank_env:
+            child_env.update(per_rank_env[r])
+        out = workdir / f"rank{r}.pkl"
+        results.append(out)
+        with open(workdir / f"rank{r}.log", "wb") as log:  # the child keeps its own copy
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(ENTRY), target, str(r), str(n), addr]
+                    + [str(args_path), str(out)],
+                    cwd=workdir,  # never the repo root: tests must import the installed package
+                    env=child_env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+    return procs, results, addr
+
+
+def kill_all(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def collect(
+    procs: list[subprocess.Popen], results: list[Path], workdir: Path, timeout: float
+) -> dict[int, tuple[bool, Any]]:
+    """Wait for every rank (killing all at the deadline) and load what each returned."""
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    try:
+        for p in procs:
+            left = deadline - time.monotonic()
+            try:
+                p.wait(timeout=max(left, 0.01))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                break
+    finally:
+        kill_all(procs)
+    outcomes: dict[int, tuple[bool, Any]] = {}
+    for r, path in enumerate(results):
+        log = (workdir / f"rank{r}.log").read_text(errors="replace")[-4000:]
+        if path.exists():
+            outcomes[r] = pickle.loads(path.read_bytes())
+        elif timed_out and procs[r].returncode in (None, -signal.SIGKILL):
+            outcomes[r] = (False, f"killed at the {timeout:.0f} s test deadline\n{log}")
+        else:
+            outcomes[r] = (False, f"exited with code {procs[r].returncode}, no result\n{log}")
+    return outcomes
+
+
+def run_ranks(
+    n: int,
+    target: str,
+    *args: Any,
+    timeout: float = 120,
+    env: Mapping[str, str] | None = None,
+    per_rank_env: list[Mapping[str, str]] | None = None,
+    allow_failure: bool = False,
+) -> list[Any]:
+    """Run ``target`` in n ranks and return each rank's return value (see module doc).
+
+    With ``allow_failure`` the raw outcomes (ok, value-or-error) are returned
+    instead of raising on a failed rank.
+    """
+    with tempfile.TemporaryDirectory(prefix="pytfcomm-test-") as tmp:
+        workdir = Path(tmp)
+        procs, results, _ = start_ranks(
+            n, target, *args, env=env, per_rank_env=per_rank_env, workdir=workdir
+        )
+        outcomes = collect(procs, results, workdir, timeout)
+    if allow_failure:
+        return [outcomes[r] for r in range(n)]
+    bad = {r: o for r, o in outcomes.items() if not o[0]}
+    if bad:
+        text = "\n".join(f"--- rank {r}:\n{o[1]}" for r, o in sorted(bad.items()))
+        raise RankFailure(f"{len(bad)} of {n} ranks failed in {target}:\n{text}", outcomes)
+    return [outcomes[r][1] for r in range(n)]

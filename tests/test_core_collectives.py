@@ -1,0 +1,75 @@
+"""Core collectives across real processes on 127.0.0.1 against NumPy references."""
+
+from __future__ import annotations
+
+import pytest
+from _harness import run_ranks
+
+SIZES = [0, 1, 2, 3, 5, 1000, 40_001, 300_001]
+
+
+def _check(results: list[dict]) -> None:
+    for r, res in enumerate(results):
+        assert not res["failures"], f"rank {r}: " + "\n".join(res["failures"][:20])
+    first = results[0]["digests"]
+    for r, res in enumerate(results[1:], start=1):
+        differ = [k for k in first if res["digests"][k] != first[k]]
+        assert not differ, f"rank {r} result bytes differ from rank 0 in {differ[:10]}"
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_allreduce_every_dtype_op_size(n: int) -> None:
+    results = run_ranks(
+        n,
+        "core_workers:allreduce_matrix",
+        SIZES,
+        ["ring", "recursive_doubling", "auto"],
+        False,
+        timeout=240,
+    )
+    _check(results)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_allreduce_in_place_small_segments(n: int) -> None:
+    # 4 KiB segments: many pipeline segments per chunk even for small buffers.
+    results = run_ranks(
+        n,
+        "core_workers:allreduce_matrix",
+        [7, 5000, 100_003],
+        ["ring"],
+        True,
+        env={"PYTFCOMM_SEGMENT_BYTES": "4096"},
+        timeout=240,
+    )
+    _check(results)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_random_floats_bitwise_identical_across_ranks(n: int) -> None:
+    _check(run_ranks(n, "core_workers:random_floats_identical", 100_003))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_broadcast_allgather_reduce_scatter_barrier(n: int) -> None:
+    _check(run_ranks(n, "core_workers:other_collectives", [0, 1, 3, 70_001], timeout=240))
+
+
+def test_large_pipelined_broadcast() -> None:
+    # Above PYTFCOMM_SMALL_BYTES with 3 ranks: the pipelined chain.
+    _check(
+        run_ranks(
+            3,
+            "core_workers:other_collectives",
+            [300_000],
+            env={"PYTFCOMM_SEGMENT_BYTES": "65536"},
+            timeout=240,
+        )
+    )
+
+
+@pytest.mark.slow
+def test_allreduce_buffer_over_2_gib() -> None:
+    nbytes = (2 << 30) + 4097  # > 2 GiB and odd-sized
+    results = run_ranks(2, "core_workers:large_buffer", nbytes, timeout=400)
+    assert results == [[True], [True]]

@@ -26,6 +26,38 @@ from .errors import (
     PeerLostError,
 )
 
+# TensorFlow-facing names, imported from pytfcomm.tf on first use so that
+# `import pytfcomm` stays light and works without TensorFlow.
+_TF_NAMES = frozenset(
+    {
+        "RingAllReduce",
+        "HierarchicalAllReduce",
+        "MultiWorkerMirroredStrategy",
+        "average_gradients",
+        "DistributedGradientTape",
+        "broadcast_variables",
+        "allreduce",
+        "broadcast",
+        "allgather",
+        "keras",
+    }
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _TF_NAMES:
+        import importlib
+
+        tf_api = importlib.import_module(".tf", __name__)
+        try:
+            return getattr(tf_api, name)
+        except AttributeError:
+            raise AttributeError(
+                f"pytfcomm.{name} is not available in this build of pytfcomm.tf"
+            ) from None
+    raise AttributeError(f"module 'pytfcomm' has no attribute {name!r}")
+
+
 __all__ = [
     "AuthenticationError",
     "CommClosedError",

@@ -10,6 +10,7 @@
 #include "common/param.h"
 #include "common/reduce.h"
 #include "engine/communicator.h"
+#include "engine/registry.h"
 #include "transport/wire.h"
 
 namespace py = pybind11;
@@ -73,7 +74,7 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
-  py::class_<Communicator>(m, "Communicator")
+  py::class_<Communicator, std::shared_ptr<Communicator>>(m, "Communicator")
       .def(py::init([](int rank, int size, const std::string& root_host, int root_port,
                        const std::string& bind_host, const std::string& host_id,
                        double connect_timeout, double timeout) {
@@ -87,7 +88,7 @@ PYBIND11_MODULE(_core, m) {
              o.connect_timeout_s = connect_timeout;
              o.timeout_s = timeout;
              py::gil_scoped_release release;
-             return std::make_unique<Communicator>(o);
+             return std::make_shared<Communicator>(o);
            }),
            py::arg("rank"), py::arg("size"), py::arg("root_host"), py::arg("root_port"),
            py::arg("bind_host") = "", py::arg("host_id") = "", py::arg("connect_timeout") = -1.0,
@@ -100,6 +101,10 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("root_port", &Communicator::root_port)
       .def_property_readonly("closed", &Communicator::closed)
       .def("host_of", &Communicator::host_of)
+      .def_property_readonly(
+          "handle",
+          [](const std::shared_ptr<Communicator>& c) { return pytfcomm::register_communicator(c); },
+          "Process-wide handle through which the TF op library finds this communicator")
       .def("last_algorithm",
            [](const Communicator& c) { return pytfcomm::algorithm_name(c.last_algorithm()); })
       .def("choose_allreduce",

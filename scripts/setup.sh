@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Set up everything pytfcomm needs on a fresh Debian machine, idempotently:
+# system packages (when root), a virtual environment in .venv with the
+# build and test requirements, and pytfcomm itself built from this checkout.
+#   scripts/setup.sh            build + test requirements
+#   scripts/setup.sh --bench    also the benchmark peers (torch Gloo, Open MPI + mpi4py)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+VENV=${PYTFCOMM_VENV:-$ROOT/.venv}
+PY=${PYTHON:-python3}
+WITH_BENCH=0
+[[ "${1:-}" == "--bench" ]] && WITH_BENCH=1
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+apt_install() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  if [[ $(id -u) -ne 0 ]]; then
+    log "missing Debian packages: ${missing[*]} (not root: install them with apt-get)"
+    return 0
+  fi
+  log "apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# C++ unit tests (GoogleTest), formatting check, network namespaces for tests.
+apt_install libgtest-dev clang-format iproute2
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  log "creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+VPY="$VENV/bin/python"
+
+# Reinstall requirements only when the requirement list changed.
+stamp="$VENV/.pytfcomm-requirements.sha1"
+want=$(sha1sum requirements-dev.txt | cut -d' ' -f1)
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  log "installing requirements-dev.txt into $VENV"
+  "$VPY" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+  echo "$want" >"$stamp"
+fi
+
+if [[ $WITH_BENCH -eq 1 ]]; then
+  bash scripts/setup_bench.sh "$VENV"
+fi
+
+# Build and install pytfcomm from this checkout. No build isolation: the build
+# uses the venv's scikit-build-core/pybind11 (and TensorFlow's headers for the
+# TF ops), and the build directory under build/ makes rebuilds incremental.
+log "building and installing pytfcomm"
+"$VPY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps . \
+  || { log "build failed; rerun with: $VPY -m pip install -v --no-build-isolation ."; exit 1; }
+(cd / && "$VPY" -c "import pytfcomm, sys; sys.stderr.write(f'[setup] pytfcomm {pytfcomm.__version__} ready\n')")

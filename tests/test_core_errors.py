@@ -1,0 +1,117 @@
+"""Bad arguments, disagreeing ranks, and lost peers give clear errors, never hangs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _harness import run_ranks
+
+import pytfcomm
+
+
+@pytest.fixture(scope="module")
+def solo():
+    """A single-rank communicator: argument checks need no peers."""
+    with pytfcomm.init(rank=0, size=1) as comm:
+        yield comm
+
+
+def test_single_rank_collectives_are_identity(solo) -> None:
+    x = np.arange(10, dtype=np.float32)
+    assert np.array_equal(solo.allreduce(x), x)
+    assert np.array_equal(solo.allreduce(x, "mean"), x)
+    assert np.array_equal(solo.broadcast(x), x)
+    assert np.array_equal(solo.allgather(x), x)
+    assert np.array_equal(solo.reduce_scatter(x), x)
+    solo.barrier()
+    assert (solo.rank, solo.size, solo.local_rank, solo.local_size) == (0, 1, 0, 1)
+
+
+@pytest.mark.parametrize(
+    ("call", "exc", "words"),
+    [
+        (lambda c: c.allreduce([1.0, 2.0]), TypeError, "numpy.ndarray"),
+        (lambda c: c.allreduce(np.ones((4, 4), np.float32)[:, 1]), ValueError, "C-contiguous"),
+        (lambda c: c.allreduce(np.ones(3, np.complex64)), ValueError, "complex64"),
+        (lambda c: c.allreduce(np.ones(3, np.float32), op="avg"), ValueError, "op must be"),
+        (lambda c: c.allreduce(np.ones(3, bool), op="mean"), ValueError, "bool"),
+        (lambda c: c.allreduce(np.ones(3), algorithm="tree"), ValueError, "algorithm"),
+        (lambda c: c.allreduce(np.ones(3), out=np.ones(4)), ValueError, "shape"),
+        (lambda c: c.allreduce(np.ones(3), out=np.ones(3, np.float32)), ValueError, "dtype"),
+        (lambda c: c.broadcast(np.ones(3), root=1), ValueError, "root"),
+        (lambda c: c.broadcast(np.ones(3), root=-1), ValueError, "root"),
+        (lambda c: c.broadcast(np.ones(3), root="0"), TypeError, "root"),
+        (lambda c: c.allgather(np.array(1.0)), ValueError, "dimension"),
+        (lambda c: c.allreduce(np.ones(3), timeout=0), ValueError, "timeout"),
+    ],
+)
+def test_bad_arguments_raise_clear_errors(solo, call, exc, words) -> None:
+    with pytest.raises(exc, match=words):
+        call(solo)
+    # The communicator is still usable after an argument error.
+    assert solo.allreduce(np.ones(2))[0] == 1.0
+
+
+def test_read_only_output_is_refused(solo) -> None:
+    out = np.ones(3)
+    out.flags.writeable = False
+    with pytest.raises(pytfcomm.InvalidArgumentError, match="read-only"):
+        solo.allreduce(np.ones(3), out=out)
+    ro = np.ones(3)
+    ro.flags.writeable = False
+    assert solo.allreduce(ro)[0] == 1.0  # a read-only input is fine
+
+
+def test_closed_communicator_says_so() -> None:
+    comm = pytfcomm.init(rank=0, size=1)
+    comm.close()
+    comm.close()  # idempotent
+    assert comm.closed
+    with pytest.raises(pytfcomm.CommClosedError, match="closed"):
+        comm.allreduce(np.ones(2))
+
+
+def test_bad_init_arguments() -> None:
+    with pytest.raises(pytfcomm.ConfigError):
+        pytfcomm.init(rank=2, size=2, addr="127.0.0.1:1234")
+    with pytest.raises(pytfcomm.ConfigError):
+        pytfcomm.init(rank=0, size=2)  # no address
+
+
+def test_unreachable_rank0_times_out_with_advice() -> None:
+    with pytest.raises(pytfcomm.CommTimeoutError, match="rank 0") as info:
+        pytfcomm.init(rank=1, size=2, addr="127.0.0.1:9", connect_timeout=0.5)
+    assert "PYTFCOMM_CONNECT_TIMEOUT" in str(info.value)
+
+
+@pytest.mark.parametrize("worker", ["mismatched_count", "mismatched_dtype", "mismatched_order"])
+def test_mismatch_is_an_error_on_every_rank(worker: str) -> None:
+    results = run_ranks(3, f"error_workers:{worker}", timeout=60)
+    for r, res in enumerate(results):
+        assert res["type"] in ("MismatchError", "PeerLostError"), (r, res)
+    # At least one rank names the disagreement itself; the others learn it from the abort.
+    assert any("disagree" in res["message"] for res in results), results
+    if worker == "mismatched_count":
+        for res in results:
+            assert res["after"]["type"] == "CommClosedError"
+
+
+def test_killed_peer_is_detected_at_once() -> None:
+    outcomes = run_ranks(3, "error_workers:peer_dies", timeout=60, allow_failure=True)
+    for r in range(2):
+        ok, res = outcomes[r]
+        assert ok, res
+        assert res["type"] == "PeerLostError", res
+        assert "rank 2" in res["message"], res
+        assert res["seconds"] < 5, res
+    assert not outcomes[2][0]  # the killed rank left no result
+
+
+def test_hung_peer_times_out_at_the_deadline() -> None:
+    outcomes = run_ranks(3, "error_workers:peer_hangs", timeout=60, allow_failure=True)
+    for r in range(2):
+        ok, res = outcomes[r]
+        assert ok, res
+        assert res["type"] in ("CommTimeoutError", "PeerLostError"), res
+        assert 1.5 < res["seconds"] < 10, res
+    assert any(o[1]["type"] == "CommTimeoutError" for o in outcomes[:2])

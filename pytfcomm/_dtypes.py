@@ -24,14 +24,24 @@ ALGORITHMS = {"auto": 0, "ring": 1, "hierarchical": 2, "recursive_doubling": 3}
 SUPPORTED_DTYPES = tuple(_BY_NAME)
 
 
+# dtype.name costs microseconds in NumPy 2; collectives of small arrays must
+# not pay it on every call, so codes are cached per dtype object.
+_CODE_CACHE: dict[np.dtype, int] = {}
+
+
 def dtype_code(dtype: np.dtype) -> int:
     """The core's code for ``dtype``; bfloat16 is the ml_dtypes type TF uses."""
-    code = _BY_NAME.get(np.dtype(dtype).name)
-    if code is None:
+    code = _CODE_CACHE.get(dtype)
+    if code is not None:
+        return code
+    dt = np.dtype(dtype)
+    code = _BY_NAME.get(dt.name)
+    if code is None or (dt.byteorder == ">" and dt.itemsize > 1):
         raise InvalidArgumentError(
-            f"dtype {np.dtype(dtype).name} is not supported; use one of "
-            f"{', '.join(SUPPORTED_DTYPES)}"
+            f"dtype {dt.name}{' (big-endian)' if dt.byteorder == '>' else ''} is not supported; "
+            f"use one of {', '.join(SUPPORTED_DTYPES)} in native byte order"
         )
+    _CODE_CACHE[dtype] = code
     return code
 
 

@@ -64,11 +64,11 @@ def start_ranks(
             child_env.update(per_rank_env[r])
         out = workdir / f"rank{r}.pkl"
         results.append(out)
+        paths = [str(args_path), str(out)]
         with open(workdir / f"rank{r}.log", "wb") as log:  # the child keeps its own copy
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, str(ENTRY), target, str(r), str(n), addr]
-                    + [str(args_path), str(out)],
+                    [sys.executable, str(ENTRY), target, str(r), str(n), addr, *paths],
                     cwd=workdir,  # never the repo root: tests must import the installed package
                     env=child_env,
                     stdout=log,

@@ -35,8 +35,8 @@ void ring_reduce_scatter_inplace(const Context& c, const Group& g, Phase phase, 
 
 // Ring all-gather of the balanced split of `count` elements held in place in
 // `buf`: member i contributes part i.
-void ring_allgather_inplace(const Context& c, const Group& g, Phase phase, void* buf,
-                            size_t count, DType dtype);
+void ring_allgather_inplace(const Context& c, const Group& g, Phase phase, void* buf, size_t count,
+                            DType dtype);
 
 // reduce-scatter with equal parts: out (count/n elements) = part g.me of the
 // reduction of in (count elements). count must be divisible by the group size.

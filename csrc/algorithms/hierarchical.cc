@@ -10,8 +10,8 @@ void hierarchical_allreduce(const Context& c, const Group& local, const Group& c
                             int64_t divisor, size_t small_bytes) {
   ReduceOp local_op = op == ReduceOp::kMean ? ReduceOp::kSum : op;
   // 1. Local reduce-scatter: local member i holds part i summed over this host.
-  ring_reduce_scatter_inplace(c, local, Phase::kLocalReduceScatter, in, out, count, dtype,
-                              local_op, 1);
+  ring_reduce_scatter_inplace(c, local, Phase::kLocalReduceScatter, in, out, count, dtype, local_op,
+                              1);
   // 2. All-reduce of my part with the same part on every other host.
   Range mine = split(count, local.size(), local.me);
   char* part = static_cast<char*>(out) + mine.begin * dtype_size(dtype);

@@ -10,8 +10,7 @@
 namespace pytfcomm::algorithms {
 
 void recursive_doubling_allreduce(const Context& c, const Group& g, Phase phase, const void* in,
-                                  void* out, size_t count, DType dt, ReduceOp op,
-                                  int64_t divisor) {
+                                  void* out, size_t count, DType dt, ReduceOp op, int64_t divisor) {
   const int n = g.size();
   const int me = g.me;
   const size_t bytes = count * dtype_size(dt);

@@ -150,14 +150,16 @@ void ring_allgather_inplace(const Context& c, const Group& g, Phase phase, void*
 void reduce_scatter(const Context& c, const Group& g, const void* in, void* out, size_t count,
                     DType dtype, ReduceOp op, int64_t divisor) {
   const int n = g.size();
-  PTC_CHECK_ARG(count % static_cast<size_t>(n) == 0, "reduce_scatter needs an element count "
-                "divisible by the number of ranks (", n, "), got ", count);
+  PTC_CHECK_ARG(count % static_cast<size_t>(n) == 0,
+                "reduce_scatter needs an element count "
+                "divisible by the number of ranks (",
+                n, "), got ", count);
   const size_t es = dtype_size(dtype);
   Range mine = split(count, n, g.me);
   if (n == 1) return single_member(in, out, count, dtype, op, divisor);
   char* full = static_cast<char*>(c.workspace.get(1, count * es));
-  run_ring(c, g, Phase::kRing, static_cast<const char*>(in), full, count, dtype, op, divisor,
-           true, false);
+  run_ring(c, g, Phase::kRing, static_cast<const char*>(in), full, count, dtype, op, divisor, true,
+           false);
   std::memcpy(out, full + mine.begin * es, mine.count * es);
 }
 

@@ -2,8 +2,8 @@
 // Python layer (pytfcomm/communicator.py); this layer re-checks what would
 // be memory-unsafe to get wrong (sizes, contiguity, writability) and
 // releases the GIL for every collective.
-#include <pybind11/pybind11.h>
 #include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include "common/error.h"
@@ -32,16 +32,15 @@ DType to_dtype(int code) {
 }
 
 ReduceOp to_op(int code) {
-  PTC_CHECK_ARG(pytfcomm::valid_op(static_cast<uint8_t>(code)) && code >= 0, "bad op code ",
-                code);
+  PTC_CHECK_ARG(pytfcomm::valid_op(static_cast<uint8_t>(code)) && code >= 0, "bad op code ", code);
   return static_cast<ReduceOp>(code);
 }
 
 size_t checked_count(const py::array& a, DType dt, const char* what) {
   PTC_CHECK_ARG(a.flags() & py::array::c_style, what, " must be C-contiguous");
   PTC_CHECK_ARG(static_cast<size_t>(a.itemsize()) == pytfcomm::dtype_size(dt), what,
-                " has item size ", a.itemsize(), " but dtype ", pytfcomm::dtype_name(dt),
-                " needs ", pytfcomm::dtype_size(dt));
+                " has item size ", a.itemsize(), " but dtype ", pytfcomm::dtype_name(dt), " needs ",
+                pytfcomm::dtype_size(dt));
   return static_cast<size_t>(a.size());
 }
 
@@ -53,8 +52,8 @@ void* writable(py::array& a, const char* what) {
 // Python classes live in pytfcomm/errors.py so they can carry docstrings and
 // inherit from the matching builtins (TimeoutError, ConnectionError, ...).
 py::object error_class(pytfcomm::ErrorKind kind) {
-  static const char* kNames[] = {"CommError",       "InvalidArgumentError", "ConfigError",
-                                 "PeerLostError",   "CommTimeoutError",     "MismatchError",
+  static const char* kNames[] = {"CommError",           "InvalidArgumentError", "ConfigError",
+                                 "PeerLostError",       "CommTimeoutError",     "MismatchError",
                                  "AuthenticationError", "CommClosedError"};
   py::module_ errors = py::module_::import("pytfcomm.errors");
   return errors.attr(kNames[static_cast<int>(kind)]);

@@ -1,5 +1,6 @@
 #include "engine/communicator.h"
 
+#include <cstdlib>
 #include <map>
 #include <thread>
 
@@ -13,6 +14,17 @@
 namespace pytfcomm {
 
 using algorithms::CollectiveKind;
+
+namespace {
+// Default polling windows before a wait blocks (PYTFCOMM_SPIN_US overrides):
+// long enough to cover a loopback round trip, short enough that an idle rank
+// stops using its core at once.
+constexpr int64_t kBusySpinUs = 50;
+int64_t kYieldSpinUs = [] {
+  const char* v = std::getenv("PYTFCOMM_YIELD_SPIN_US");
+  return v ? std::atoll(v) : 200;
+}();
+}  // namespace
 
 const char* algorithm_name(Algorithm a) {
   switch (a) {
@@ -76,13 +88,13 @@ Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) 
       }
     }
   }
-  int64_t spin = p.spin_us;
-  if (spin < 0) {
-    // Spinning only pays when every local rank has a core of its own.
-    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    spin = static_cast<unsigned>(local_.size()) <= cores ? 50 : 0;
-  }
-  transport_ = std::make_unique<tcp::TcpTransport>(rank_, std::move(boot), spin);
+  // Poll briefly, then block. When local ranks outnumber cores, a pure busy
+  // poll would steal the core from the very peer we wait for, so poll with
+  // sched_yield in between instead (the peer runs at once if it is ready).
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  bool oversubscribed = static_cast<unsigned>(local_.size()) > cores;
+  int64_t spin = p.spin_us >= 0 ? p.spin_us : (oversubscribed ? kYieldSpinUs : kBusySpinUs);
+  transport_ = std::make_unique<tcp::TcpTransport>(rank_, std::move(boot), spin, oversubscribed);
   PTC_LOG(kInfo, "connected: rank ", rank_, " of ", size_, ", local ", local_.me, " of ",
           local_.size(), ", ", num_hosts_, " host(s), spin ", spin, " us");
 }
@@ -161,7 +173,8 @@ void Communicator::allreduce(const void* in, void* out, size_t count, DType dtyp
   size_t bytes = count * dtype_size(dtype);
   Algorithm a = algorithm == Algorithm::kAuto ? choose_allreduce(bytes) : algorithm;
   if (a == Algorithm::kHierarchical && !uniform_hosts_) {
-    PTC_THROW(kInvalidArgument, "hierarchical all-reduce needs the same number of ranks on every "
+    PTC_THROW(kInvalidArgument,
+              "hierarchical all-reduce needs the same number of ranks on every "
               "host; this job has uneven hosts: use algorithm='ring' or 'auto'");
   }
   last_algorithm_ = a;
@@ -170,8 +183,8 @@ void Communicator::allreduce(const void* in, void* out, size_t count, DType dtyp
       [&](const algorithms::Context& c) {
         switch (a) {
           case Algorithm::kRecursiveDoubling:
-            algorithms::recursive_doubling_allreduce(c, world_, algorithms::Phase::kRecursiveDoubling,
-                                                     in, out, count, dtype, op, size_);
+            algorithms::recursive_doubling_allreduce(
+                c, world_, algorithms::Phase::kRecursiveDoubling, in, out, count, dtype, op, size_);
             break;
           case Algorithm::kHierarchical:
             algorithms::hierarchical_allreduce(c, local_, cross_, in, out, count, dtype, op, size_,
@@ -187,21 +200,27 @@ void Communicator::allreduce(const void* in, void* out, size_t count, DType dtyp
 void Communicator::broadcast(void* buf, size_t count, DType dtype, int root, double timeout_s) {
   PTC_CHECK_ARG(root >= 0 && root < size_, "root must be a rank in [0, ", size_, "), got ", root);
   run(CollectiveKind::kBroadcast, "broadcast", dtype, ReduceOp::kSum, root, count, timeout_s,
-      [&](const algorithms::Context& c) { algorithms::broadcast(c, world_, buf, count, dtype, root); });
+      [&](const algorithms::Context& c) {
+        algorithms::broadcast(c, world_, buf, count, dtype, root);
+      });
 }
 
 void Communicator::allgather(const void* in, void* out, size_t count, DType dtype,
                              double timeout_s) {
   run(CollectiveKind::kAllgather, "allgather", dtype, ReduceOp::kSum, 0, count, timeout_s,
-      [&](const algorithms::Context& c) { algorithms::allgather(c, world_, in, out, count, dtype); });
+      [&](const algorithms::Context& c) {
+        algorithms::allgather(c, world_, in, out, count, dtype);
+      });
 }
 
-void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype,
-                                  ReduceOp op, double timeout_s) {
+void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                                  double timeout_s) {
   PTC_CHECK_ARG(dtype != DType::kBool || op != ReduceOp::kMean,
                 "op 'mean' is not defined for bool");
-  PTC_CHECK_ARG(count % static_cast<size_t>(size_) == 0, "reduce_scatter needs a length "
-                "divisible by the number of ranks (", size_, "), got ", count, " elements");
+  PTC_CHECK_ARG(count % static_cast<size_t>(size_) == 0,
+                "reduce_scatter needs a length "
+                "divisible by the number of ranks (",
+                size_, "), got ", count, " elements");
   run(CollectiveKind::kReduceScatter, "reduce_scatter", dtype, op, 0, count, timeout_s,
       [&](const algorithms::Context& c) {
         algorithms::reduce_scatter(c, world_, in, out, count, dtype, op, size_);

@@ -25,8 +25,8 @@ struct CommOptions {
   int size = 1;
   std::string root_host = "127.0.0.1";  // rank 0's rendezvous address
   int root_port = 0;
-  std::string bind_host;  // "" = the local address that routes to rank 0
-  std::string host_id;    // ranks with equal host_id are on one machine
+  std::string bind_host;          // "" = the local address that routes to rank 0
+  std::string host_id;            // ranks with equal host_id are on one machine
   double connect_timeout_s = -1;  // <= 0: PYTFCOMM_CONNECT_TIMEOUT
   double timeout_s = -1;          // <= 0: PYTFCOMM_TIMEOUT
 };

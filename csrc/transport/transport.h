@@ -18,11 +18,11 @@ namespace pytfcomm::transport {
 // header and is compared on receipt, which is how ranks that disagree on a
 // collective (order, dtype, count, op, root, algorithm) are caught.
 struct MessageMeta {
-  uint32_t seq = 0;    // collective sequence number on the communicator
-  uint8_t kind = 0;    // CollectiveKind
-  uint8_t dtype = 0;   // DType
-  uint8_t op = 0;      // ReduceOp
-  uint8_t phase = 0;   // algorithm and phase inside a composed algorithm
+  uint32_t seq = 0;   // collective sequence number on the communicator
+  uint8_t kind = 0;   // CollectiveKind
+  uint8_t dtype = 0;  // DType
+  uint8_t op = 0;     // ReduceOp
+  uint8_t phase = 0;  // algorithm and phase inside a composed algorithm
   int32_t root = 0;
   uint32_t reserved = 0;
   uint64_t count = 0;  // the collective's element count as the caller gave it

@@ -42,7 +42,7 @@ struct Hello {
   int32_t size;
   uint32_t listen_port;
   uint32_t flags;
-  uint8_t nonce[32];         // for the authentication handshake
+  uint8_t nonce[32];           // for the authentication handshake
   char listen_host[kMaxHost];  // NUL-terminated
   char host_id[kMaxHostId];    // NUL-terminated
 };

@@ -97,9 +97,9 @@ TEST_P(AllreduceTest, SumAndMaxAreExactAndIdentical) {
         }
         results[r] = out;
       },
-      c.alg == Algorithm::kHierarchical ? std::function<std::string(int)>(
-                                              [](int r) { return r % 2 ? "hostB" : "hostA"; })
-                                        : nullptr);
+      c.alg == Algorithm::kHierarchical
+          ? std::function<std::string(int)>([](int r) { return r % 2 ? "hostB" : "hostA"; })
+          : nullptr);
   for (int r = 1; r < c.n; ++r) EXPECT_EQ(results[r], results[0]);
 }
 

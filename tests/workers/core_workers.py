@@ -47,7 +47,9 @@ def random_floats_identical(rank: int, size: int, addr: str, count: int) -> dict
     with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
         for dtype in ["float16", "bfloat16", "float32", "float64"]:
             dt = ref.np_dtype(dtype)
-            inputs = [np.random.default_rng(r).standard_normal(count).astype(dt) for r in range(size)]
+            inputs = [
+                np.random.default_rng(r).standard_normal(count).astype(dt) for r in range(size)
+            ]
             want = np.sum([a.astype(np.float64) for a in inputs], axis=0)
             for op in ["sum", "mean"]:
                 for alg in ["ring", "recursive_doubling"]:
@@ -78,14 +80,18 @@ def other_collectives(rank: int, size: int, addr: str, counts: list[int]) -> dic
                 want = np.concatenate(
                     [ref.make_input(dtype, "max", count, r).reshape(count, 1) for r in range(size)]
                 )
-                if y.shape != want.shape or not np.array_equal(y.view(np.uint8), want.view(np.uint8)):
+                if y.shape != want.shape or not np.array_equal(
+                    y.view(np.uint8), want.view(np.uint8)
+                ):
                     failures.append(f"allgather {dtype} {count}")
                 digests[f"ag/{dtype}/{count}"] = ref.digest(y)
                 n = count * size
                 for op in ["sum", "max"]:
                     x = ref.make_input(dtype, op, n, rank).astype(dt).reshape(n, 1)
                     y = comm.reduce_scatter(x, op)
-                    want = ref.expected(dtype, op, n, size).reshape(n, 1)[rank * count : (rank + 1) * count]
+                    want = ref.expected(dtype, op, n, size).reshape(n, 1)[
+                        rank * count : (rank + 1) * count
+                    ]
                     problem = ref.compare(y, want, 0.0)
                     if problem:
                         failures.append(f"reduce_scatter {dtype} {op} {count}: {problem}")

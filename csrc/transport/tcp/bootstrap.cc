@@ -63,8 +63,7 @@ BootstrapResult run_root(const BootstrapOptions& o, TimePoint deadline) {
               ? str_cat("rank ", h.rank, " at ", from.to_string(), " was started with size ",
                         h.size, " but rank 0 with size ", o.size,
                         ": start every rank with the same PYTFCOMM_SIZE / cluster spec")
-              : str_cat("two processes claim rank ", h.rank, " (the second from ",
-                        from.to_string(),
+              : str_cat("two processes claim rank ", h.rank, " (the second from ", from.to_string(),
                         "): give every process a distinct rank (PYTFCOMM_RANK / task index)");
       throw Error(ErrorKind::kConfig, why);
     }
@@ -77,14 +76,14 @@ BootstrapResult run_root(const BootstrapOptions& o, TimePoint deadline) {
     for (auto& p : accepted) send_reply_error(p.fd.get(), why, deadline_after(1));
     send_reply_error(offender, why, deadline_after(1));
   };
-  joined = accept_peers(listener.get(), o.size - 1, check, deadline, "rank 0's rendezvous",
-                        on_fatal);
+  joined =
+      accept_peers(listener.get(), o.size - 1, check, deadline, "rank 0's rendezvous", on_fatal);
   std::vector<wire::PeerEntry> table(o.size);
   table[0] = make_entry(0, o.root_host, bound.port(), o.host_id);
   for (auto& p : joined) {
     const auto& h = p.hello;
-    table[h.rank] = make_entry(h.rank, h.listen_host, static_cast<uint16_t>(h.listen_port),
-                               h.host_id);
+    table[h.rank] =
+        make_entry(h.rank, h.listen_host, static_cast<uint16_t>(h.listen_port), h.host_id);
     res.peers[h.rank] = {h.rank, h.listen_host, static_cast<uint16_t>(h.listen_port), h.host_id};
   }
   wire::JoinReply reply{};
@@ -116,7 +115,8 @@ BootstrapResult run_member(const BootstrapOptions& o, TimePoint deadline) {
   wire::JoinReply reply{};
   read_all(to_root.get(), &reply, sizeof(reply), deadline, root_name);
   if (reply.magic != wire::kHelloMagic) {
-    PTC_THROW(kConfig, root_name, " answered with something that is not pytfcomm: is "
+    PTC_THROW(kConfig, root_name,
+              " answered with something that is not pytfcomm: is "
               "PYTFCOMM_ADDR pointing at another service (a TF gRPC port, say)?");
   }
   if (reply.status != 0) {
@@ -172,8 +172,7 @@ BootstrapResult run_member(const BootstrapOptions& o, TimePoint deadline) {
 
 BootstrapResult bootstrap(const BootstrapOptions& o) {
   PTC_CHECK_ARG(o.size >= 1, "size must be >= 1, got ", o.size);
-  PTC_CHECK_ARG(o.rank >= 0 && o.rank < o.size, "rank must be in [0, ", o.size, "), got ",
-                o.rank);
+  PTC_CHECK_ARG(o.rank >= 0 && o.rank < o.size, "rank must be in [0, ", o.size, "), got ", o.rank);
   TimePoint deadline = deadline_after(o.connect_timeout_s);
   if (o.size == 1) {
     BootstrapResult res;

@@ -30,9 +30,9 @@ struct PeerInfo {
 };
 
 struct BootstrapResult {
-  std::vector<Fd> fds;           // fds[r]: connection to rank r (invalid for self)
-  std::vector<PeerInfo> peers;   // every rank, including this one
-  uint16_t root_port = 0;        // the port rank 0 actually bound (differs when asked for 0)
+  std::vector<Fd> fds;          // fds[r]: connection to rank r (invalid for self)
+  std::vector<PeerInfo> peers;  // every rank, including this one
+  uint16_t root_port = 0;       // the port rank 0 actually bound (differs when asked for 0)
 };
 
 BootstrapResult bootstrap(const BootstrapOptions& opts);

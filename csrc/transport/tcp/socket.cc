@@ -199,8 +199,8 @@ void write_all(int fd, const void* data, size_t n, TimePoint deadline, const std
     } else if (w < 0 && errno == EINTR) {
       continue;
     } else {
-      PTC_THROW(kPeerLost, "connection to ", what, " failed while sending: ",
-                w == 0 ? "closed" : std::strerror(errno));
+      PTC_THROW(kPeerLost, "connection to ", what,
+                " failed while sending: ", w == 0 ? "closed" : std::strerror(errno));
     }
   }
 }
@@ -217,8 +217,8 @@ void read_all(int fd, void* data, size_t n, TimePoint deadline, const std::strin
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       wait_fd(fd, POLLIN, deadline, what);
     } else if (errno != EINTR) {
-      PTC_THROW(kPeerLost, "connection to ", what, " failed while receiving: ",
-                std::strerror(errno));
+      PTC_THROW(kPeerLost, "connection to ", what,
+                " failed while receiving: ", std::strerror(errno));
     }
   }
 }

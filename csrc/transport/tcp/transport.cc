@@ -1,5 +1,6 @@
 #include "transport/tcp/transport.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -24,8 +25,8 @@ transport::Handle make_handle(int peer, bool recv, uint64_t seq) {
 
 }  // namespace
 
-TcpTransport::TcpTransport(int rank, BootstrapResult boot, int64_t spin_us)
-    : rank_(rank), peers_(std::move(boot.peers)), spin_us_(spin_us) {
+TcpTransport::TcpTransport(int rank, BootstrapResult boot, int64_t spin_us, bool yield_cpu)
+    : rank_(rank), peers_(std::move(boot.peers)), spin_us_(spin_us), yield_cpu_(yield_cpu) {
   int n = static_cast<int>(peers_.size());
   PTC_ENFORCE(n < (1 << 15), "too many ranks for the handle layout: ", n);
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -62,7 +63,8 @@ std::string TcpTransport::describe_peer(int peer) const {
 Pair& TcpTransport::pair(int peer) {
   PTC_ENFORCE(peer >= 0 && peer < size() && peer != rank_, "bad peer ", peer);
   if (aborted_ || !pairs_[peer]) {
-    PTC_THROW(kClosed, "the transport was shut down after an earlier error; create a new "
+    PTC_THROW(kClosed,
+              "the transport was shut down after an earlier error; create a new "
               "communicator");
   }
   return *pairs_[peer];
@@ -133,6 +135,7 @@ void TcpTransport::wait_until(Pred pred) {
   if (spin_us_ > 0) {
     TimePoint spin_end = Clock::now() + std::chrono::microseconds(spin_us_);
     do {
+      if (yield_cpu_) sched_yield();
       progress_all();
       if (pred()) return;
     } while (Clock::now() < spin_end);

@@ -16,9 +16,10 @@ namespace pytfcomm::tcp {
 
 class TcpTransport : public transport::Transport {
  public:
-  // Takes the connections made by bootstrap(). spin_us: how long to busy-poll
-  // before blocking.
-  TcpTransport(int rank, BootstrapResult boot, int64_t spin_us);
+  // Takes the connections made by bootstrap(). spin_us: how long to poll
+  // before blocking; yield_cpu: give the core away between polls (when ranks
+  // outnumber cores, the peer we wait for may need this very core).
+  TcpTransport(int rank, BootstrapResult boot, int64_t spin_us, bool yield_cpu);
   ~TcpTransport() override;
 
   int rank() const override { return rank_; }
@@ -52,6 +53,7 @@ class TcpTransport : public transport::Transport {
   std::vector<int> active_;  // peers with posted operations
   int epoll_fd_ = -1;
   int64_t spin_us_;
+  bool yield_cpu_;
   TimePoint deadline_ = TimePoint::max();
   std::string context_ = "a collective";
   bool aborted_ = false;

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set everything up (benchmark peers included), then run the main job on the
+# embedded defaults: a short distributed training run on pytfcomm, and the
+# all-reduce benchmark table of pytfcomm beside torch Gloo, Open MPI and TF's
+# own RING collective. Results land in bench-results/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --bench
+VENV=${PYTFCOMM_VENV:-$PWD/.venv}
+PY="$VENV/bin/python"
+mkdir -p bench-results
+
+echo "== distributed training: 2 ranks, NumPy data parallel, gradients all-reduced by pytfcomm"
+(cd /tmp && "$PY" "$OLDPWD/examples/numpy_data_parallel.py" --np 2 --epochs 10)
+
+if [[ -f examples/mirrored_keras.py ]] && "$PY" -c "import pytfcomm.tf" 2>/dev/null; then
+  echo "== distributed training: Keras 3 fit, MirroredStrategy on 4 CPU devices, pytfcomm.RingAllReduce"
+  (cd /tmp && "$PY" "$OLDPWD/examples/mirrored_keras.py")
+fi
+
+echo "== all-reduce benchmark, 2 processes on loopback"
+"$PY" benchmarks/allreduce.py --np "${BENCH_NP:-2}" --sizes "${BENCH_SIZES:-4K..64M}" \
+  --json bench-results/allreduce.json --plot bench-results/allreduce.png
+echo "table, JSON and plot: bench-results/allreduce.{json,png}"

@@ -11,14 +11,15 @@ using TimePoint = Clock::time_point;
 
 inline TimePoint deadline_after(double seconds) {
   if (seconds <= 0 || seconds > 1e8) return TimePoint::max();
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(seconds));
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 // Milliseconds until `deadline`, clamped to [0, cap_ms]; for poll/epoll timeouts.
 inline int millis_until(TimePoint deadline, int cap_ms = 1000) {
   if (deadline == TimePoint::max()) return cap_ms;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   if (left <= 0) return 0;
   return left > cap_ms ? cap_ms : static_cast<int>(left) + 1;
 }

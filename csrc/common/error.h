@@ -10,14 +10,14 @@
 namespace pytfcomm {
 
 enum class ErrorKind {
-  kInternal,     // a bug or an unexpected system failure
+  kInternal,         // a bug or an unexpected system failure
   kInvalidArgument,  // the caller passed something unusable
-  kConfig,       // bad configuration (env, addresses, cluster spec)
-  kPeerLost,     // a peer closed its connection or aborted
-  kTimeout,      // a deadline passed while waiting on a peer
-  kMismatch,     // ranks disagree on a collective's shape/dtype/op/order
-  kAuth,         // a handshake failed authentication
-  kClosed,       // the communicator was closed or has failed before
+  kConfig,           // bad configuration (env, addresses, cluster spec)
+  kPeerLost,         // a peer closed its connection or aborted
+  kTimeout,          // a deadline passed while waiting on a peer
+  kMismatch,         // ranks disagree on a collective's shape/dtype/op/order
+  kAuth,             // a handshake failed authentication
+  kClosed,           // the communicator was closed or has failed before
 };
 
 const char* error_kind_name(ErrorKind kind);
@@ -62,8 +62,8 @@ template <typename... Args>
   ::pytfcomm::throw_error(::pytfcomm::ErrorKind::kind, __FILE__, __LINE__, __VA_ARGS__)
 
 // Invariant check: a failure is a bug in pytfcomm, reported as kInternal.
-#define PTC_ENFORCE(cond, ...)                                                       \
-  do {                                                                               \
+#define PTC_ENFORCE(cond, ...)                                                              \
+  do {                                                                                      \
     if (!(cond)) PTC_THROW(kInternal, "internal error: ", #cond, " failed: ", __VA_ARGS__); \
   } while (0)
 

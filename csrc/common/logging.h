@@ -16,8 +16,8 @@ void set_log_rank(int rank);
 
 }  // namespace pytfcomm
 
-#define PTC_LOG(level, ...)                                                      \
-  do {                                                                           \
-    if (::pytfcomm::log_enabled(::pytfcomm::LogLevel::level))                    \
+#define PTC_LOG(level, ...)                                                                   \
+  do {                                                                                        \
+    if (::pytfcomm::log_enabled(::pytfcomm::LogLevel::level))                                 \
       ::pytfcomm::log_message(::pytfcomm::LogLevel::level, ::pytfcomm::str_cat(__VA_ARGS__)); \
   } while (0)

@@ -43,8 +43,7 @@ Params load() {
   p.segment_bytes = env_int("PYTFCOMM_SEGMENT_BYTES", 256 << 10, 4096, 1LL << 30, "bytes");
   p.small_bytes = env_int("PYTFCOMM_SMALL_BYTES", 64 << 10, 0, 1LL << 30, "bytes");
   p.sockbuf_bytes = env_int("PYTFCOMM_SOCKET_BUFFER", 4 << 20, 0, 1LL << 30, "bytes");
-  p.max_message_bytes =
-      env_int("PYTFCOMM_MAX_MESSAGE", 1LL << 40, 1 << 20, 1LL << 50, "bytes");
+  p.max_message_bytes = env_int("PYTFCOMM_MAX_MESSAGE", 1LL << 40, 1 << 20, 1LL << 50, "bytes");
   p.log_level = static_cast<int>(env_int("PYTFCOMM_LOG_LEVEL", 1, 0, 3, "levels"));
   return p;
 }

@@ -10,14 +10,14 @@
 namespace pytfcomm {
 
 struct Params {
-  double timeout_s;          // PYTFCOMM_TIMEOUT: a collective's deadline
-  double connect_timeout_s;  // PYTFCOMM_CONNECT_TIMEOUT: rendezvous and connects
-  int64_t spin_us;           // PYTFCOMM_SPIN_US: busy-poll before blocking (-1: auto)
-  int64_t segment_bytes;     // PYTFCOMM_SEGMENT_BYTES: pipeline segment of the ring
-  int64_t small_bytes;       // PYTFCOMM_SMALL_BYTES: at or below, latency algorithms
-  int64_t sockbuf_bytes;     // PYTFCOMM_SOCKET_BUFFER: SO_SNDBUF/SO_RCVBUF
-  int64_t max_message_bytes; // PYTFCOMM_MAX_MESSAGE: cap on one frame's payload
-  int log_level;             // PYTFCOMM_LOG_LEVEL: 0 error, 1 warn, 2 info, 3 debug
+  double timeout_s;           // PYTFCOMM_TIMEOUT: a collective's deadline
+  double connect_timeout_s;   // PYTFCOMM_CONNECT_TIMEOUT: rendezvous and connects
+  int64_t spin_us;            // PYTFCOMM_SPIN_US: busy-poll before blocking (-1: auto)
+  int64_t segment_bytes;      // PYTFCOMM_SEGMENT_BYTES: pipeline segment of the ring
+  int64_t small_bytes;        // PYTFCOMM_SMALL_BYTES: at or below, latency algorithms
+  int64_t sockbuf_bytes;      // PYTFCOMM_SOCKET_BUFFER: SO_SNDBUF/SO_RCVBUF
+  int64_t max_message_bytes;  // PYTFCOMM_MAX_MESSAGE: cap on one frame's payload
+  int log_level;              // PYTFCOMM_LOG_LEVEL: 0 error, 1 warn, 2 info, 3 debug
 };
 
 // Parsed on first use; a malformed value throws a kConfig error naming it.

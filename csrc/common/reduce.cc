@@ -15,8 +15,11 @@ bool cpu_has_avx2() {
 #if defined(__x86_64__)
   // FMA too, because reduce_avx2.cc is compiled with -mfma (every CPU with
   // AVX2 and F16C that we know of has it).
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-                          __builtin_cpu_supports("fma");
+  static const bool has = [] {
+    __builtin_cpu_init();  // in case we run before libgcc's constructor did
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+           __builtin_cpu_supports("fma");
+  }();
   return has;
 #else
   return false;

@@ -1,20 +1,17 @@
-// The element-wise math behind reduce.h, written once and compiled twice:
-// by reduce_generic.cc with baseline flags and by reduce_avx2.cc with AVX2.
-// Both must give bitwise-identical results, because ranks of one job may run
-// on different CPUs and an all-reduce must leave the same bytes everywhere.
-//
-// Textual include, only for those two files. Each defines PTC_REDUCE_NS
-// first so that its template instantiations get distinct symbol names:
-// with a shared name the linker would keep one copy of each, and the AVX2
-// copy could end up running on a CPU without AVX2.
-//
-// The operators below are templates over the value type V so that the same
-// expression serves a scalar (float, int8_t, ...) and a GCC vector type
-// (__m256 in reduce_avx2.cc): the per-op math lives only here.
+// The element-wise math behind reduce.h, written once and compiled twice, by
+// reduce_generic.cc (baseline flags) and reduce_avx2.cc (AVX2), which must
+// agree bit for bit: ranks of one job may run on different CPUs. Textual
+// include for those two only; each first defines PTC_REDUCE_NS, so that its
+// template instantiations get their own symbols (with shared ones the linker
+// would keep one copy, maybe the AVX2 one, for both), and
+// PTC_REDUCE_VEC_BYTES, the vector width its ISA handles natively (GCC
+// splits wider generic vectors poorly, comparisons into scalar code).
+// Operators are templates over the value type, so one expression serves a
+// scalar (float, int8_t, ...) and a GCC vector: the per-op math lives here.
 #pragma once
 
-#ifndef PTC_REDUCE_NS
-#error "define PTC_REDUCE_NS before including common/reduce_kernels.h"
+#if !defined(PTC_REDUCE_NS) || !defined(PTC_REDUCE_VEC_BYTES)
+#error "define PTC_REDUCE_NS and PTC_REDUCE_VEC_BYTES before including reduce_kernels.h"
 #endif
 
 #include <cstddef>
@@ -27,313 +24,273 @@
 namespace pytfcomm {
 namespace PTC_REDUCE_NS {
 
-inline uint32_t float_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
+// GCC vector extensions: portable (SSE2, AVX2, NEON or plain scalar code,
+// whatever the target offers).
+constexpr size_t kLanes = PTC_REDUCE_VEC_BYTES / 4;
+typedef float F32xN __attribute__((vector_size(PTC_REDUCE_VEC_BYTES)));
+typedef uint32_t U32xN __attribute__((vector_size(PTC_REDUCE_VEC_BYTES)));
+typedef int32_t I32xN __attribute__((vector_size(PTC_REDUCE_VEC_BYTES)));
+
+template <class To, class From>
+inline To bit_cast(From from) {
+  return __builtin_bit_cast(To, from);  // GCC >= 11, Clang >= 9
 }
 
-inline float bits_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
+// mask ? x : y. For vectors (mask: an integer vector of -1/0 lanes, as
+// comparisons give) it is and/andnot/or, which every SIMD ISA has; GCC
+// lowers a vector ?: less reliably.
+template <class M, class V>
+inline V select(M mask, V x, V y) {
+  if constexpr (std::is_arithmetic<V>::value) {
+    return mask ? x : y;
+  } else {
+    return bit_cast<V>((bit_cast<M>(x) & mask) | (bit_cast<M>(y) & ~mask));
+  }
 }
 
-// c ? x : y with masks. A plain ?: lets GCC sink the float math of the unused
-// arm into a branch, which it then will not vectorise (the math may trap).
-inline uint32_t select_bits(bool c, uint32_t x, uint32_t y) {
-  const uint32_t m = 0u - static_cast<uint32_t>(c);
-  return (x & m) | (y & ~m);
-}
-
-// ---------------------------------------------------------------------------
-// 16-bit float formats: exact widening to float32, one round-to-nearest-even
-// narrowing. Branch-free so that GCC vectorises the generic loops.
+// 16-bit float formats, kLanes at a time (a 16-bit value in the low half of
+// each uint32 lane): exact widening to float32, one round-to-nearest-even
+// narrowing. Selects, not branches, so that the code stays vectorised.
 
 // IEEE binary16. from_float matches F16C's vcvtps2ph with RNE bit for bit
-// (checked over all 2^32 inputs), which reduce_avx2.cc uses instead: NaN
-// keeps its sign and top 10 payload bits and is made quiet; overflow gives
-// Inf. The subnormal case leans on a float addition rounding to nearest even,
-// i.e. the default MXCSR rounding mode; the result is exact, so FTZ/DAZ do
-// not matter.
+// (checked over all 2^32 inputs, also under FTZ/DAZ); reduce_avx2.cc uses
+// that instruction instead. NaN keeps its sign and top 10 payload bits and
+// is made quiet; overflow gives Inf. The subnormal case relies on a float
+// addition rounding to nearest even, MXCSR's default.
 struct Half {
-  static float to_float(uint16_t h) {
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-    const uint32_t em = static_cast<uint32_t>(h & 0x7fffu) << 13;  // exponent+mantissa
-    const uint32_t exp = em & 0x0f800000u;
-    const uint32_t normal = em + (112u << 23);  // rebias 15 -> 127
-    const uint32_t inf_nan = em + (224u << 23);  // exponent 31 -> 255
-    // Subnormal: 1.m * 2^-14 minus the implicit 2^-14 is exact.
-    const uint32_t sub = float_bits(bits_float(em + (113u << 23)) - bits_float(113u << 23));
-    const uint32_t out = select_bits(exp == 0x0f800000u, inf_nan, select_bits(exp == 0, sub, normal));
-    return bits_float(out | sign);
+  static F32xN to_float(U32xN h) {
+    const U32xN sign = (h & 0x8000u) << 16;
+    const U32xN em = (h & 0x7fffu) << 13;  // exponent and mantissa, float-aligned
+    const U32xN exp = em & 0x0f800000u;
+    // Subnormal: 1.m * 2^-14 minus the implicit 2^-14, exact.
+    const U32xN sub = bit_cast<U32xN>(bit_cast<F32xN>(em + (113u << 23)) - 0x1p-14f);
+    const U32xN out = select(exp == 0x0f800000u, em + (224u << 23),      // Inf/NaN: 31 -> 255
+                             select(exp == 0, sub, em + (112u << 23)));  // rebias 15 -> 127
+    return bit_cast<F32xN>(out | sign);
   }
 
-  static uint16_t from_float(float f) {
-    const uint32_t all = float_bits(f);
-    const uint32_t sign = (all >> 16) & 0x8000u;
-    const uint32_t u = all & 0x7fffffffu;
-    const uint32_t nan = 0x7e00u | ((u >> 13) & 0x3ffu);
-    // |f| < 2^-14: adding 0.5f puts the result's 2^-24 units in the low bits.
-    const uint32_t sub = float_bits(bits_float(u) + 0.5f) - float_bits(0.5f);
-    // Normal: rebias, then round to nearest even on the 13 dropped bits; a
-    // carry out of the mantissa bumps the exponent, up to Inf when due.
-    const uint32_t normal = (u - (112u << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
-    const uint32_t out = select_bits(u > 0x7f800000u, nan,
-                                     select_bits(u >= 143u << 23, 0x7c00u,  // >= 65536 or Inf
-                                                 select_bits(u < 113u << 23, sub, normal)));
-    return static_cast<uint16_t>(out | sign);
+  static U32xN from_float(F32xN f) {
+    const U32xN all = bit_cast<U32xN>(f);
+    const U32xN u = all & 0x7fffffffu;
+    // Non-negative, so signed compares are exact (and cheaper on SSE2).
+    const I32xN s = bit_cast<I32xN>(u);
+    const U32xN nan = 0x7e00u | ((u >> 13) & 0x3ffu);
+    // |f| < 2^-14: adding 0.5f leaves the result's 2^-24 units in the low bits.
+    const U32xN sub = bit_cast<U32xN>(bit_cast<F32xN>(u) + 0.5f) - 0x3f000000u;
+    // Normal: rebias, round to nearest even on the 13 dropped bits; a carry
+    // out of the mantissa bumps the exponent, up to Inf when due.
+    const U32xN normal = (u - (112u << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
+    const U32xN out = select(s > 0x7f800000, nan,
+                             select(s >= (143 << 23), U32xN{} + 0x7c00u,  // >= 65536 or Inf
+                                    select(s < (113 << 23), sub, normal)));
+    return out | ((all >> 16) & 0x8000u);
   }
 };
 
-// bfloat16: the top half of a float32, so integer ops suffice and both paths
-// use the same ones. round_bits takes uint32_t or a GCC uint32 vector.
+// bfloat16: the top half of a float32, so integer ops suffice. NaN stays NaN
+// (made quiet, sign and top payload bits kept); the rest rounds to nearest
+// even, overflowing to Inf.
 struct BFloat16 {
-  static float to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
-
-  // Returns the bf16 bits in the low 16 bits of each lane. NaN is kept (made
-  // quiet; its sign and top payload bits survive); everything else rounds to
-  // nearest even, overflowing to Inf.
-  template <class U>
-  static U round_bits(U u) {
-    return (u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u)
-                                           : ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  static F32xN to_float(U32xN h) { return bit_cast<F32xN>(h << 16); }
+  static U32xN from_float(F32xN f) {
+    const U32xN u = bit_cast<U32xN>(f);
+    const I32xN abs = bit_cast<I32xN>(u & 0x7fffffffu);
+    return select(abs > 0x7f800000, (u >> 16) | 0x40u, (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   }
-
-  static uint16_t from_float(float f) { return static_cast<uint16_t>(round_bits(float_bits(f))); }
 };
 
-// ---------------------------------------------------------------------------
 // Operators. Integers wrap: the arithmetic is done in the unsigned type,
-// where overflow is defined.
+// where overflow is defined (uint8 promotes to int, where a product of two
+// bytes fits).
 
 template <class V>
 constexpr bool kIsInt = std::is_integral<V>::value;
 
+template <class V>
+using Arith = typename std::conditional_t<kIsInt<V>, std::make_unsigned<V>, std::decay<V>>::type;
+
+// With two NaN operands x86 returns the first one's payload, and compilers
+// may swap the operands of + and *. Using a's NaN for both makes the result
+// independent of the order (b's NaN when only b is one). A compare and a
+// blend for floats; folded away for integers.
+template <class V>
+V nan_first(V a, V b) {
+  return select(a != a, a, b);
+}
+
 struct SumOp {
   template <class V>
   V operator()(V a, V b) const {
-    if constexpr (kIsInt<V>) {
-      using U = std::make_unsigned_t<V>;
-      return static_cast<V>(static_cast<U>(a) + static_cast<U>(b));
-    } else {
-      return a + b;
-    }
+    return static_cast<V>(static_cast<Arith<V>>(a) + static_cast<Arith<V>>(nan_first(a, b)));
   }
 };
 
 struct ProdOp {
   template <class V>
   V operator()(V a, V b) const {
-    if constexpr (kIsInt<V>) {
-      // uint8 operands promote to int, whose product of two bytes fits.
-      using U = std::make_unsigned_t<V>;
-      return static_cast<V>(static_cast<U>(a) * static_cast<U>(b));
-    } else {
-      return a * b;
-    }
+    return static_cast<V>(static_cast<Arith<V>>(a) * static_cast<Arith<V>>(nan_first(a, b)));
   }
 };
 
 // numpy.minimum/maximum: a NaN in either input gives NaN (a's if a is one).
-// Written as a select, not std::min, so no compiler may turn it into
-// minps/maxps, whose NaN rules differ. (a != a) is false for integers.
-struct MinOp {
+// A select, not std::min, so that no compiler may turn it into minps/maxps,
+// whose NaN rules differ. (a != a) is false for integers.
+template <bool kMax>
+struct MinMaxOp {
   template <class V>
   V operator()(V a, V b) const {
-    return ((a < b) | (a != a)) ? a : b;
+    return select((kMax ? b < a : a < b) | (a != a), a, b);
   }
 };
-
-struct MaxOp {
-  template <class V>
-  V operator()(V a, V b) const {
-    return ((a > b) | (a != a)) ? a : b;
-  }
-};
+using MinOp = MinMaxOp<false>;
+using MaxOp = MinMaxOp<true>;
 
 // bool (one byte): results are always 0 or 1, whatever non-zero byte came in.
 struct OrOp {
   uint8_t operator()(uint8_t a, uint8_t b) const { return (a | b) != 0; }
 };
-
 struct AndOp {
   uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) & (b != 0); }
 };
 
-// x / divisor. Floats divide (no reciprocal multiply, which would round
-// differently) by the divisor converted to the computing type.
-template <class S>
-struct FloatDivide {
-  S divisor;
-  template <class V>
-  V operator()(V x) const {
-    return x / divisor;
-  }
-};
+// The type the divisor is used as for element type T. Floats divide (a
+// reciprocal multiply would round differently); 16-bit floats in float32.
+// Integers up to 32 bits divide in double, which vectorises where integer
+// division cannot, and is exact: with |x| < 2^31 and an integer d, x/d is an
+// integer (exact in double) or at least 1/d away from one, while the rounding
+// error is below 2^-22/d, so truncating gives C++'s quotient. int64 divides
+// as int64 (d >= 1, so INT64_MIN / d is defined).
+template <class T>
+using DivisorType =
+    std::conditional_t<kIsInt<T>, std::conditional_t<sizeof(T) == 8, int64_t, double>,
+                       std::conditional_t<std::is_same<T, double>::value, double, float>>;
 
-// Truncating integer division. Types up to 32 bits go through double, which
-// vectorises where integer division cannot and is exact: |x| < 2^31 and an
-// integer divisor d make x/d either an integer (exact in double) or at least
-// 1/d away from one, while the rounding error is below 2^-22/d, so the
-// truncation is the same as C++'s. int64 divides as int64 (divisor >= 1, so
-// INT64_MIN / divisor cannot overflow).
-struct IntDivide {
-  int64_t divisor;
-  double divisor_d;
-  template <class T>
-  T operator()(T x) const {
-    if constexpr (sizeof(T) <= 4) {
-      return static_cast<T>(static_cast<int32_t>(static_cast<double>(x) / divisor_d));
-    } else {
-      return static_cast<T>(x / divisor);
-    }
-  }
-};
-
-// (a + b) / divisor, one rounding for 16-bit floats (composed in float32).
-template <class Div>
-struct SumDivide {
-  Div div;
+// (a + b) / d, or a / d (divide() runs as a binary op on (src, src), the
+// second operand then being dead code). One rounding for 16-bit floats.
+template <class S, bool kSumFirst>
+struct DivideOp {
+  S d;
   template <class V>
   V operator()(V a, V b) const {
-    return div(SumOp()(a, b));
+    V x = a;
+    if constexpr (kSumFirst) x = SumOp()(a, b);
+    if constexpr (kIsInt<V> && !kIsInt<S>) {
+      return static_cast<V>(static_cast<int32_t>(x / d));  // truncates toward zero
+    } else {
+      return static_cast<V>(x / d);
+    }
   }
 };
 
-// ---------------------------------------------------------------------------
-// Loops. dst may equal a or b: each index is read before it is written, and
-// without __restrict GCC versions the loop with a runtime overlap check that
-// still takes the vector path when dst == a (distance 0).
+// kVecs float vectors: what a Vec<Fmt> loads from (stores to) kVecs *
+// kLanes 16-bit floats.
+template <int kVecs>
+struct Block {
+  F32xN v[kVecs];
+};
 
-template <class T, class F>
-void binary_loop(void* dst, const void* a, const void* b, size_t n, F f) {
-  T* d = static_cast<T*>(dst);
-  const T* x = static_cast<const T*>(a);
-  const T* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) d[i] = f(x[i], y[i]);
-}
-
-template <class T, class F>
-void unary_loop(void* dst, const void* src, size_t n, F f) {
-  T* d = static_cast<T*>(dst);
-  const T* s = static_cast<const T*>(src);
-  for (size_t i = 0; i < n; ++i) d[i] = f(s[i]);
-}
-
-// 16-bit floats through float32, one element at a time (GCC vectorises it
-// with SSE2). reduce_avx2.cc has a drop-in replacement using F16C/AVX2.
-struct ScalarLoops16 {
-  template <class Fmt, class F>
-  static void binary(uint16_t* d, const uint16_t* a, const uint16_t* b, size_t n, F f) {
-    for (size_t i = 0; i < n; ++i) {
-      d[i] = Fmt::from_float(f(Fmt::to_float(a[i]), Fmt::to_float(b[i])));
-    }
+// Load/store with plain integer ops, for any width: a vector's worth of
+// 32-bit words holds 2 * kLanes values; the low halves (even elements on
+// little endian) go to v[0], the high halves to v[1], and store puts them
+// back where they came from. No shuffles, so it is cheap everywhere.
+template <class Fmt>
+struct PortableVec {
+  static constexpr int kVecs = 2;
+  static Block<2> load(const uint16_t* p) {
+    U32xN w;
+    std::memcpy(&w, p, sizeof(w));
+    return {{Fmt::to_float(w & 0xffffu), Fmt::to_float(w >> 16)}};
   }
-  template <class Fmt, class F>
-  static void unary(uint16_t* d, const uint16_t* s, size_t n, F f) {
-    for (size_t i = 0; i < n; ++i) d[i] = Fmt::from_float(f(Fmt::to_float(s[i])));
+  static void store(uint16_t* p, const Block<2>& x) {
+    // from_float leaves the upper 16 bits zero.
+    const U32xN w = Fmt::from_float(x.v[0]) | (Fmt::from_float(x.v[1]) << 16);
+    std::memcpy(p, &w, sizeof(w));
   }
 };
 
-// Calls fn with the functor for op on a numeric (non-bool) type.
+// Calls fn(T()) for the C++ type of dtype (Half/BFloat16 for the 16-bit
+// floats). Not for bool.
 template <class Fn>
-void with_op(ReduceOp op, Fn&& fn) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kMean:
-      return fn(SumOp());
-    case ReduceOp::kMin:
-      return fn(MinOp());
-    case ReduceOp::kMax:
-      return fn(MaxOp());
-    case ReduceOp::kProd:
-      return fn(ProdOp());
-    default:
-      return;  // validated by the caller (reduce.cc)
-  }
+void with_type(DType dtype, Fn&& fn) {
+  if (dtype == DType::kFloat16) return fn(Half());
+  if (dtype == DType::kBFloat16) return fn(BFloat16());
+  if (dtype == DType::kFloat32) return fn(float());
+  if (dtype == DType::kFloat64) return fn(double());
+  if (dtype == DType::kInt8) return fn(int8_t());
+  if (dtype == DType::kUInt8) return fn(uint8_t());
+  if (dtype == DType::kInt32) return fn(int32_t());
+  if (dtype == DType::kInt64) return fn(int64_t());
+  // bool is handled by the callers, invalid values by reduce.cc
 }
 
-// Calls fn(type_tag, divide_functor) for dtype; float16/bfloat16 get the
-// format as the tag and a float32 functor. Not for bool.
-template <class Fn>
-void with_divide(DType dtype, int64_t divisor, Fn&& fn) {
-  const IntDivide int_div{divisor, static_cast<double>(divisor)};
-  const FloatDivide<float> f32_div{static_cast<float>(divisor)};
-  switch (dtype) {
-    case DType::kFloat16: return fn(Half(), f32_div);
-    case DType::kBFloat16: return fn(BFloat16(), f32_div);
-    case DType::kFloat32: return fn(float(), f32_div);
-    case DType::kFloat64: return fn(double(), FloatDivide<double>{static_cast<double>(divisor)});
-    case DType::kInt8: return fn(int8_t(), int_div);
-    case DType::kUInt8: return fn(uint8_t(), int_div);
-    case DType::kInt32: return fn(int32_t(), int_div);
-    case DType::kInt64: return fn(int64_t(), int_div);
-    default: return;  // bool and invalid values are rejected by reduce.cc
-  }
-}
-
-template <class Tag>
-constexpr bool kIs16 = std::is_same<Tag, Half>::value || std::is_same<Tag, BFloat16>::value;
-
-// The three entry points of one kernel set; Loops16 handles the 16-bit
-// float formats (ScalarLoops16 or the AVX2 version).
-template <class Loops16>
-struct Dispatch {
-  static void reduce(void* dst, const void* a, const void* b, size_t n, DType dtype,
-                     ReduceOp op) {
-    auto run16 = [&](auto fmt) {
-      with_op(op, [&](auto f) {
-        Loops16::template binary<decltype(fmt)>(static_cast<uint16_t*>(dst),
-                                                static_cast<const uint16_t*>(a),
-                                                static_cast<const uint16_t*>(b), n, f);
-      });
-    };
-    auto run = [&](auto tag) {
-      with_op(op, [&](auto f) { binary_loop<decltype(tag)>(dst, a, b, n, f); });
-    };
-    switch (dtype) {
-      case DType::kFloat16: return run16(Half());
-      case DType::kBFloat16: return run16(BFloat16());
-      case DType::kFloat32: return run(float());
-      case DType::kFloat64: return run(double());
-      case DType::kInt8: return run(int8_t());
-      case DType::kUInt8: return run(uint8_t());
-      case DType::kInt32: return run(int32_t());
-      case DType::kInt64: return run(int64_t());
-      case DType::kBool:
-        if (op == ReduceOp::kProd || op == ReduceOp::kMin) {
-          return binary_loop<uint8_t>(dst, a, b, n, AndOp());
-        }
-        return binary_loop<uint8_t>(dst, a, b, n, OrOp());
-      default: return;
+// One kernel set: the entry points of reduce_internal::Kernels. Vec<Fmt>
+// converts the 16-bit floats (PortableVec, or reduce_avx2.cc's).
+template <template <class> class Vec>
+struct KernelSet {
+  // dst[i] = f(a[i], b[i]). dst may equal a or b: each index (block, for the
+  // 16-bit floats) is read before it is written, and without __restrict GCC
+  // versions the loop with an overlap check that still takes the vector path
+  // when dst == a (distance 0).
+  template <class T, class F>
+  static void run(void* dst, const void* a, const void* b, size_t n, F f) {
+    if constexpr (std::is_same<T, Half>::value || std::is_same<T, BFloat16>::value) {
+      run16<Vec<T>>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
+                    static_cast<const uint16_t*>(b), n, f);
+    } else {
+      T* d = static_cast<T*>(dst);
+      const T* x = static_cast<const T*>(a);
+      const T* y = static_cast<const T*>(b);
+      for (size_t i = 0; i < n; ++i) d[i] = f(x[i], y[i]);
     }
+  }
+
+  // Through float32, a Block at a time; the tail goes through the same code,
+  // zero-padded, so that every element is converted the same way.
+  template <class V, class F>
+  static void run16(uint16_t* d, const uint16_t* a, const uint16_t* b, size_t n, F f) {
+    constexpr size_t kBlock = V::kVecs * kLanes;
+    auto step = [f](uint16_t* dp, const uint16_t* ap, const uint16_t* bp) {
+      Block<V::kVecs> x = V::load(ap);
+      const Block<V::kVecs> y = V::load(bp);
+      for (int k = 0; k < V::kVecs; ++k) x.v[k] = f(x.v[k], y.v[k]);
+      V::store(dp, x);
+    };
+    size_t i = 0;
+    for (; i + kBlock <= n; i += kBlock) step(d + i, a + i, b + i);
+    if (i == n) return;
+    uint16_t ta[kBlock] = {}, tb[kBlock] = {}, td[kBlock];
+    std::memcpy(ta, a + i, (n - i) * 2);
+    std::memcpy(tb, b + i, (n - i) * 2);
+    step(td, ta, tb);
+    std::memcpy(d + i, td, (n - i) * 2);
+  }
+
+  static void reduce(void* dst, const void* a, const void* b, size_t n, DType dtype, ReduceOp op) {
+    if (dtype == DType::kBool) {
+      if (op == ReduceOp::kProd || op == ReduceOp::kMin) return run<uint8_t>(dst, a, b, n, AndOp());
+      return run<uint8_t>(dst, a, b, n, OrOp());
+    }
+    with_type(dtype, [&](auto t) {
+      using T = decltype(t);
+      if (op == ReduceOp::kSum || op == ReduceOp::kMean) return run<T>(dst, a, b, n, SumOp());
+      if (op == ReduceOp::kMin) return run<T>(dst, a, b, n, MinOp());
+      if (op == ReduceOp::kMax) return run<T>(dst, a, b, n, MaxOp());
+      if (op == ReduceOp::kProd) return run<T>(dst, a, b, n, ProdOp());
+    });
   }
 
   static void reduce_divide(void* dst, const void* a, const void* b, size_t n, DType dtype,
                             int64_t divisor) {
-    with_divide(dtype, divisor, [&](auto tag, auto div) {
-      using Tag = decltype(tag);
-      const SumDivide<decltype(div)> f{div};
-      if constexpr (kIs16<Tag>) {
-        Loops16::template binary<Tag>(static_cast<uint16_t*>(dst),
-                                      static_cast<const uint16_t*>(a),
-                                      static_cast<const uint16_t*>(b), n, f);
-      } else {
-        binary_loop<Tag>(dst, a, b, n, f);
-      }
+    with_type(dtype, [&](auto t) {
+      using S = DivisorType<decltype(t)>;
+      run<decltype(t)>(dst, a, b, n, DivideOp<S, true>{static_cast<S>(divisor)});
     });
   }
 
   static void divide(void* dst, const void* src, size_t n, DType dtype, int64_t divisor) {
-    with_divide(dtype, divisor, [&](auto tag, auto div) {
-      using Tag = decltype(tag);
-      if constexpr (kIs16<Tag>) {
-        Loops16::template unary<Tag>(static_cast<uint16_t*>(dst),
-                                     static_cast<const uint16_t*>(src), n, div);
-      } else {
-        unary_loop<Tag>(dst, src, n, div);
-      }
+    with_type(dtype, [&](auto t) {
+      using S = DivisorType<decltype(t)>;
+      run<decltype(t)>(dst, src, src, n, DivideOp<S, false>{static_cast<S>(divisor)});
     });
   }
 };

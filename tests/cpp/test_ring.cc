@@ -115,7 +115,11 @@ std::vector<Case> cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Ring, AllreduceTest, ::testing::ValuesIn(cases()));
+INSTANTIATE_TEST_SUITE_P(Ring, AllreduceTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return "n" + std::to_string(i.param.n) + "_count" +
+                                  std::to_string(i.param.count) + "_" + algorithm_name(i.param.alg);
+                         });
 
 TEST(Collectives, BroadcastAllgatherReduceScatterBarrier) {
   for (int n : {2, 3, 4}) {

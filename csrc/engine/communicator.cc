@@ -88,13 +88,14 @@ Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) 
       }
     }
   }
-  // Poll briefly, then block. When local ranks outnumber cores, a pure busy
-  // poll would steal the core from the very peer we wait for, so poll with
-  // sched_yield in between instead (the peer runs at once if it is ready).
+  // Poll briefly, then block. Polls yield the core in between: on a shared
+  // or oversubscribed machine the peer we wait for may need this very core,
+  // and sched_yield costs next to nothing when nobody else is runnable.
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   bool oversubscribed = static_cast<unsigned>(local_.size()) > cores;
   int64_t spin = p.spin_us >= 0 ? p.spin_us : (oversubscribed ? kYieldSpinUs : kBusySpinUs);
-  transport_ = std::make_unique<tcp::TcpTransport>(rank_, std::move(boot), spin, oversubscribed);
+  bool yield_cpu = std::getenv("PYTFCOMM_NO_YIELD") == nullptr;
+  transport_ = std::make_unique<tcp::TcpTransport>(rank_, std::move(boot), spin, yield_cpu);
   PTC_LOG(kInfo, "connected: rank ", rank_, " of ", size_, ", local ", local_.me, " of ",
           local_.size(), ", ", num_hosts_, " host(s), spin ", spin, " us");
 }

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from . import errors
 from ._core import __version__
-from .communicator import Communicator, init
+from .communicator import Communicator, default_communicator, init
 from .errors import (
     AuthenticationError,
     CommClosedError,
@@ -40,6 +40,7 @@ _TF_NAMES = frozenset(
         "broadcast",
         "allgather",
         "keras",
+        "set_default_communicator",
     }
 )
 
@@ -69,6 +70,7 @@ __all__ = [
     "MismatchError",
     "PeerLostError",
     "__version__",
+    "default_communicator",
     "errors",
     "init",
 ]

@@ -11,7 +11,11 @@ from . import _cluster, _core
 from ._dtypes import algorithm_code, dtype_code, op_code
 from .errors import CommClosedError, InvalidArgumentError
 
-__all__ = ["Communicator", "init"]
+__all__ = ["Communicator", "default_communicator", "init"]
+
+# The communicator the last init() returned, used by the TensorFlow layer
+# when no communicator is passed explicitly.
+_default: Communicator | None = None
 
 
 def _timeout(value: float | None) -> float:
@@ -245,4 +249,13 @@ def init(
         _timeout(connect_timeout),
         _timeout(timeout),
     )
-    return Communicator(core, spec)
+    global _default
+    _default = Communicator(core, spec)
+    return _default
+
+
+def default_communicator() -> Communicator | None:
+    """The communicator the last :func:`init` created, unless it was closed since."""
+    if _default is None or _default.closed:
+        return None
+    return _default

@@ -45,6 +45,9 @@ want=$(sha1sum requirements-dev.txt | cut -d' ' -f1)
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   log "installing requirements-dev.txt into $VENV"
   "$VPY" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+  # tf-keras (TF_USE_LEGACY_KERAS=1) without its dependencies: they would pull
+  # the full tensorflow wheel next to tensorflow-cpu.
+  "$VPY" -m pip install -q --disable-pip-version-check --no-deps tf-keras==2.21.0
   echo "$want" >"$stamp"
 fi
 

@@ -36,12 +36,12 @@ size_t local_chunk_bytes();
 // Process-wide counters, so tests can prove that pytfcomm (not a TF
 // fallback) did the work. Indexed by CounterKind.
 enum class CounterKind : int {
-  kAllReduceOps = 0,   // TF all-reduce op executions
-  kBroadcastOps = 1,   // TF broadcast op executions
-  kAllGatherOps = 2,   // TF all-gather op executions
-  kReducedBytes = 3,   // bytes of output produced by local reductions
-  kCrossWorkerOps = 4, // collectives sent through a Communicator by the TF ops
-  kFusedPacks = 5,     // fusion buffers reduced (each holds one or more tensors)
+  kAllReduceOps = 0,    // TF all-reduce op executions
+  kBroadcastOps = 1,    // TF broadcast op executions
+  kAllGatherOps = 2,    // TF all-gather op executions
+  kReducedBytes = 3,    // bytes of output produced by local reductions
+  kCrossWorkerOps = 4,  // collectives sent through a Communicator by the TF ops
+  kFusedPacks = 5,      // fusion buffers reduced (each holds one or more tensors)
   kCount = 6,
 };
 void count(CounterKind kind, int64_t delta = 1);

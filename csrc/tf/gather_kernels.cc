@@ -1,0 +1,154 @@
+// PytfcommBroadcast and PytfcommAllGather on CPU. Locally both hand every
+// replica the same Tensor (zero copy); with a communicator the
+// cross-process step runs on the communicator's executor thread.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/executor.h"
+#include "engine/local_pool.h"
+#include "engine/local_reduce.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tf/tf_common.h"
+
+namespace pytfcomm {
+namespace tf {
+namespace {
+
+using tensorflow::AsyncOpKernel;
+using tensorflow::OpKernelConstruction;
+using tensorflow::OpKernelContext;
+using tensorflow::Tensor;
+using tensorflow::TensorShape;
+
+class BroadcastOp : public AsyncOpKernel {
+ public:
+  explicit BroadcastOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("num_devices", &num_devices_));
+    OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
+    OP_REQUIRES_OK(c, c->GetAttr("comm_handle", &comm_handle_));
+    OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &timeout_));
+  }
+
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    count(CounterKind::kBroadcastOps);
+    std::shared_ptr<Communicator> comm;
+    if (comm_handle_ > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(comm_handle_, &comm), done);
+    const Tensor& in = ctx->input(0);
+    if (!comm || comm->size() == 1 || in.NumElements() == 0) {
+      for (int i = 0; i < num_devices_; ++i) ctx->set_output(i, in);
+      return done();
+    }
+    DType dt;
+    OP_REQUIRES_ASYNC(ctx, ToDType(in.dtype(), &dt),
+                      absl::InvalidArgumentError("pytfcomm broadcast: unsupported dtype"), done);
+    OP_REQUIRES_ASYNC(
+        ctx, root_ < comm->size(),
+        absl::InvalidArgumentError("pytfcomm broadcast: root_rank " + std::to_string(root_) +
+                                   " is not below size " + std::to_string(comm->size())),
+        done);
+    Tensor out;
+    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_temp(in.dtype(), in.shape(), &out), done);
+    // Inputs are immutable: the root sends from a copy that becomes its output.
+    if (comm->rank() == root_) std::memcpy(out.data(), in.data(), in.TotalBytes());
+    for (int i = 0; i < num_devices_; ++i) ctx->set_output(i, out);
+    Executor::for_communicator(comm_handle_).enqueue([this, ctx, done, comm, out, dt]() {
+      ctx->SetStatus(Guard("cross-worker broadcast", [&] {
+        comm->broadcast(const_cast<char*>(out.tensor_data().data()),
+                        static_cast<size_t>(out.NumElements()), dt, root_, CoreTimeout(timeout_));
+        count(CounterKind::kCrossWorkerOps);
+      }));
+      done();
+    });
+  }
+
+ private:
+  int num_devices_ = 1;
+  int root_ = 0;
+  int64_t comm_handle_ = 0;
+  float timeout_ = 0;
+};
+
+class AllGatherOp : public AsyncOpKernel {
+ public:
+  explicit AllGatherOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("num_devices", &num_devices_));
+    OP_REQUIRES_OK(c, c->GetAttr("comm_handle", &comm_handle_));
+    OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &timeout_));
+  }
+
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    count(CounterKind::kAllGatherOps);
+    const int n = num_devices_;
+    std::shared_ptr<Communicator> comm;
+    if (comm_handle_ > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(comm_handle_, &comm), done);
+    const bool cross = comm && comm->size() > 1;
+    const Tensor& t0 = ctx->input(0);
+    OP_REQUIRES_ASYNC(ctx, t0.dims() >= 1,
+                      absl::InvalidArgumentError("pytfcomm all-gather needs tensors of rank >= 1"),
+                      done);
+    TensorShape row = t0.shape();
+    row.RemoveDim(0);
+    int64_t rows = 0;
+    std::vector<int64_t> offsets(n);
+    for (int i = 0; i < n; ++i) {
+      const Tensor& t = ctx->input(i);
+      TensorShape tail = t.shape();
+      if (t.dims() >= 1) tail.RemoveDim(0);
+      OP_REQUIRES_ASYNC(
+          ctx, t.dims() >= 1 && tail == row,
+          absl::InvalidArgumentError("pytfcomm all-gather: replica " + std::to_string(i) +
+                                     " has shape " + t.shape().DebugString() + ", replica 0 has " +
+                                     t0.shape().DebugString() + "; only dimension 0 may differ"),
+          done);
+      offsets[i] = rows;
+      rows += t.dim_size(0);
+    }
+    TensorShape local_shape = row;
+    local_shape.InsertDim(0, rows);
+    Tensor local;
+    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_temp(t0.dtype(), local_shape, &local), done);
+    const int64_t row_bytes = rows ? static_cast<int64_t>(local.TotalBytes()) / rows : 0;
+    char* base = const_cast<char*>(local.tensor_data().data());
+    parallel_for(n, [&](size_t i) {
+      const Tensor& t = ctx->input(static_cast<int>(i));
+      std::memcpy(base + offsets[i] * row_bytes, t.tensor_data().data(), t.TotalBytes());
+    });
+    if (!cross) {
+      for (int i = 0; i < n; ++i) ctx->set_output(i, local);
+      return done();
+    }
+    DType dt;
+    OP_REQUIRES_ASYNC(ctx, ToDType(t0.dtype(), &dt),
+                      absl::InvalidArgumentError("pytfcomm all-gather: unsupported dtype"), done);
+    // Every process must contribute the same shape (the core's all-gather
+    // moves equal counts); a mismatch is reported by the core on every rank.
+    TensorShape global_shape = row;
+    global_shape.InsertDim(0, rows * comm->size());
+    Tensor global;
+    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_temp(t0.dtype(), global_shape, &global), done);
+    for (int i = 0; i < n; ++i) ctx->set_output(i, global);
+    Executor::for_communicator(comm_handle_).enqueue([this, ctx, done, comm, local, global, dt]() {
+      ctx->SetStatus(Guard("cross-worker all-gather", [&] {
+        comm->allgather(local.tensor_data().data(), const_cast<char*>(global.tensor_data().data()),
+                        static_cast<size_t>(local.NumElements()), dt, CoreTimeout(timeout_));
+        count(CounterKind::kCrossWorkerOps);
+      }));
+      done();
+    });
+  }
+
+ private:
+  int num_devices_ = 1;
+  int64_t comm_handle_ = 0;
+  float timeout_ = 0;
+};
+
+REGISTER_KERNEL_BUILDER(Name("PytfcommBroadcast").Device(tensorflow::DEVICE_CPU), BroadcastOp);
+REGISTER_KERNEL_BUILDER(Name("PytfcommAllGather").Device(tensorflow::DEVICE_CPU), AllGatherOp);
+
+}  // namespace
+}  // namespace tf
+}  // namespace pytfcomm

@@ -1,0 +1,98 @@
+// Registration of pytfcomm's TensorFlow ops (kernels live in *_kernel.cc).
+//
+// Every op takes the tensors of all N local replicas at once (input i*M + j
+// is tensor j of replica i) and returns N*M outputs in the same layout, so
+// one op execution combines a whole batch in-process. With comm_handle > 0
+// the combined result also goes through that pytfcomm Communicator (one
+// collective per fusion buffer) before it is handed to every replica.
+//
+// The ops are stateful: they may talk to other processes, and TF must
+// neither constant-fold nor deduplicate them (that would silently skip
+// pytfcomm), and inside a tf.function automatic control dependencies keep
+// them in program order, which is the order every worker issues them in.
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace {
+
+using ::tensorflow::shape_inference::InferenceContext;
+
+// Output k has the shape of input k.
+absl::Status SameShapes(InferenceContext* c) {
+  int n = 0;
+  TF_RETURN_IF_ERROR(c->GetAttr("num_devices", &n));
+  if (c->num_inputs() % n != 0) {
+    return absl::InvalidArgumentError("the number of inputs must be a multiple of num_devices");
+  }
+  for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("PytfcommAllReduce")
+    .Input("inputs: T")
+    .Output("outputs: T")
+    .Attr("T: list({half, bfloat16, float, double, int8, uint8, int32, int64, bool})")
+    .Attr("num_devices: int >= 1")
+    .Attr("reduce_op: {'sum', 'mean', 'min', 'max', 'prod'} = 'sum'")
+    .Attr("fusion_threshold_bytes: int >= 0 = 4194304")
+    .Attr("comm_handle: int = 0")
+    .Attr("algorithm: {'auto', 'ring', 'hierarchical', 'recursive_doubling'} = 'auto'")
+    .Attr("timeout_seconds: float = 0")
+    .SetIsStateful()
+    .SetShapeFn(SameShapes)
+    .Doc(R"doc(
+All-reduce of the same M tensors on N local replicas (and, with comm_handle,
+across the processes of a pytfcomm Communicator). Input i*M+j is tensor j of
+replica i; every replica gets bitwise-identical outputs. Tensors smaller
+than fusion_threshold_bytes are fused into shared buffers.
+)doc");
+
+REGISTER_OP("PytfcommBroadcast")
+    .Input("input: T")
+    .Output("outputs: num_devices * T")
+    .Attr("T: {half, bfloat16, float, double, int8, uint8, int32, int64, bool}")
+    .Attr("num_devices: int >= 1")
+    .Attr("root_rank: int >= 0 = 0")
+    .Attr("comm_handle: int = 0")
+    .Attr("timeout_seconds: float = 0")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->input(0));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+The input (from process root_rank when comm_handle is set) on every one of
+num_devices outputs; on CPU all outputs share one buffer.
+)doc");
+
+REGISTER_OP("PytfcommAllGather")
+    .Input("inputs: num_devices * T")
+    .Output("outputs: num_devices * T")
+    .Attr("T: {half, bfloat16, float, double, int8, uint8, int32, int64, bool}")
+    .Attr("num_devices: int >= 1")
+    .Attr("comm_handle: int = 0")
+    .Attr("timeout_seconds: float = 0")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      // Dimension 0 is the sum over replicas (and processes); the rest must agree.
+      ::tensorflow::shape_inference::ShapeHandle rest;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &rest));
+      TF_RETURN_IF_ERROR(c->Subshape(c->input(0), 1, &rest));
+      for (int i = 1; i < c->num_inputs(); ++i) {
+        ::tensorflow::shape_inference::ShapeHandle in, tail;
+        TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(i), 1, &in));
+        TF_RETURN_IF_ERROR(c->Subshape(in, 1, &tail));
+        TF_RETURN_IF_ERROR(c->Merge(rest, tail, &rest));
+      }
+      ::tensorflow::shape_inference::ShapeHandle out;
+      TF_RETURN_IF_ERROR(c->Concatenate(c->Vector(c->UnknownDim()), rest, &out));
+      for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, out);
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+Concatenation along dimension 0 of every replica's input (replica order, then
+process rank order when comm_handle is set), on every one of num_devices outputs.
+)doc");

@@ -1,0 +1,86 @@
+#include "tf/tf_common.h"
+
+#include <exception>
+#include <string>
+
+#include "common/error.h"
+#include "engine/registry.h"
+
+namespace pytfcomm {
+namespace tf {
+
+bool ToDType(tensorflow::DataType t, DType* out) {
+  switch (t) {
+    case tensorflow::DT_HALF:
+      *out = DType::kFloat16;
+      return true;
+    case tensorflow::DT_BFLOAT16:
+      *out = DType::kBFloat16;
+      return true;
+    case tensorflow::DT_FLOAT:
+      *out = DType::kFloat32;
+      return true;
+    case tensorflow::DT_DOUBLE:
+      *out = DType::kFloat64;
+      return true;
+    case tensorflow::DT_INT8:
+      *out = DType::kInt8;
+      return true;
+    case tensorflow::DT_UINT8:
+      *out = DType::kUInt8;
+      return true;
+    case tensorflow::DT_INT32:
+      *out = DType::kInt32;
+      return true;
+    case tensorflow::DT_INT64:
+      *out = DType::kInt64;
+      return true;
+    case tensorflow::DT_BOOL:
+      *out = DType::kBool;
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Status Guard(const char* what, const std::function<void()>& body) {
+  try {
+    body();
+    return absl::OkStatus();
+  } catch (const Error& e) {
+    std::string msg = std::string("pytfcomm ") + what + ": " + e.what();
+    switch (e.kind()) {
+      case ErrorKind::kPeerLost:
+        return absl::UnavailableError(msg);
+      case ErrorKind::kTimeout:
+        return absl::DeadlineExceededError(msg);
+      case ErrorKind::kMismatch:
+      case ErrorKind::kClosed:
+        return absl::FailedPreconditionError(msg);
+      case ErrorKind::kInvalidArgument:
+      case ErrorKind::kConfig:
+        return absl::InvalidArgumentError(msg);
+      case ErrorKind::kAuth:
+        return absl::PermissionDeniedError(msg);
+      default:
+        return absl::InternalError(msg);
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(std::string("pytfcomm ") + what + ": " + e.what());
+  } catch (...) {
+    return absl::InternalError(std::string("pytfcomm ") + what + ": unknown exception");
+  }
+}
+
+absl::Status FindComm(int64_t handle, std::shared_ptr<Communicator>* out) {
+  *out = find_communicator(handle);
+  if (!*out) {
+    return absl::InvalidArgumentError(
+        "pytfcomm: no communicator has handle " + std::to_string(handle) +
+        " in this process (was it closed? create one with pytfcomm.init())");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tf
+}  // namespace pytfcomm

@@ -1,0 +1,33 @@
+// What every pytfcomm kernel needs at the TF boundary: dtype mapping,
+// pytfcomm::Error -> tf status mapping, and the lookup of the communicator
+// an op names. Nothing here throws.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "common/dtype.h"
+#include "engine/communicator.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace pytfcomm {
+namespace tf {
+
+// The core's dtype for a TF dtype; false for types the core cannot reduce.
+bool ToDType(tensorflow::DataType t, DType* out);
+
+// Runs body(); a pytfcomm::Error becomes the matching status (kPeerLost ->
+// Unavailable, kTimeout -> DeadlineExceeded, kMismatch/kClosed ->
+// FailedPrecondition, kInvalidArgument/kConfig -> InvalidArgument, others
+// -> Internal); any other exception becomes Internal. `what` names the op.
+absl::Status Guard(const char* what, const std::function<void()>& body);
+
+// The communicator registered under `handle`, or an InvalidArgument status.
+absl::Status FindComm(int64_t handle, std::shared_ptr<Communicator>* out);
+
+// Timeout attr (<= 0: the communicator's default) in the core's convention.
+inline double CoreTimeout(float seconds) { return seconds > 0 ? seconds : -1.0; }
+
+}  // namespace tf
+}  // namespace pytfcomm

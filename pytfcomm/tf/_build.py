@@ -1,0 +1,103 @@
+"""Compile the TensorFlow op library on first use (for builds made without TF).
+
+A plain ``pip install .`` builds in an isolated environment that has no
+TensorFlow, so the wheel cannot contain an op library; it ships the op
+sources and headers under ``pytfcomm/_tf_src`` instead. This module compiles
+them with the flags of the TensorFlow that is installed, linking the
+installed ``libpytfcomm_core.so``, into a per-user cache keyed by the
+pytfcomm version, the TF version and a digest of sources and flags. The
+compiler is ``$CXX`` or ``c++``; the cache is ``$PYTFCOMM_CACHE_DIR`` or
+``~/.cache/pytfcomm``. Concurrent processes compile once (a file lock), and
+the library appears atomically.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import ConfigError
+
+PACKAGE = Path(__file__).resolve().parent.parent
+SOURCES = PACKAGE / "_tf_src"
+EXTRA_FLAGS = ["-O2", "-fPIC", "-Wno-deprecated-declarations", "-Wno-interference-size"]
+
+
+def cache_root() -> Path:
+    """Where compiled op libraries are kept."""
+    env = os.environ.get("PYTFCOMM_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "pytfcomm"
+
+
+def _key(tf_version: str, pytfcomm_version: str, cflags: list[str], lflags: list[str]) -> str:
+    h = hashlib.sha256()
+    for f in sorted(SOURCES.rglob("*")):
+        if f.is_file():
+            h.update(str(f.relative_to(SOURCES)).encode())
+            h.update(f.read_bytes())
+    h.update("\0".join([*cflags, *lflags, str(PACKAGE)]).encode())
+    return f"tf-ops-{pytfcomm_version}-tf{tf_version}-{h.hexdigest()[:16]}"
+
+
+def build_op_library(tf_version: str, pytfcomm_version: str) -> Path:
+    """Path of an op library built for the running TF, compiling it if needed."""
+    import tensorflow as tf
+
+    cflags = list(tf.sysconfig.get_compile_flags())
+    lflags = list(tf.sysconfig.get_link_flags())
+    srcs = sorted((SOURCES / "tf").glob("*.cc"))
+    if not srcs:
+        raise ConfigError(
+            f"pytfcomm's TF op sources are missing from {SOURCES}; reinstall pytfcomm"
+        )
+    out_dir = cache_root() / _key(tf_version, pytfcomm_version, cflags, lflags)
+    lib = out_dir / "_tf_ops.so"
+    if lib.exists():
+        return lib
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if lib.exists():  # another process built it while we waited
+            return lib
+        _compile(srcs, lib, cflags, lflags, tf_version)
+    return lib
+
+
+def _compile(srcs: list[Path], lib: Path, cflags: list[str], lflags: list[str], tfv: str) -> None:
+    cxx = shlex.split(os.environ.get("CXX", "c++"))
+    common = [*cflags, *EXTRA_FLAGS, f'-DPYTFCOMM_TF_VERSION="{tfv}"', f"-I{SOURCES}"]
+    with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
+        objs, procs = [], []
+        for src in srcs:  # one compiler per file, in parallel
+            obj = Path(tmp) / (src.stem + ".o")
+            objs.append(obj)
+            cmd = [*cxx, *common, "-c", str(src), "-o", str(obj)]
+            procs.append((cmd, subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)))
+        for cmd, p in procs:
+            _, err = p.communicate()
+            if p.returncode:
+                _fail(cmd, err)
+        tmp_lib = Path(tmp) / lib.name
+        link = [*cxx, "-shared", *map(str, objs), "-o", str(tmp_lib), f"-L{PACKAGE}",
+                "-l:libpytfcomm_core.so", f"-Wl,-rpath,{PACKAGE}", *lflags]
+        res = subprocess.run(link, stderr=subprocess.PIPE, text=True, check=False)
+        if res.returncode:
+            _fail(link, res.stderr)
+        os.replace(tmp_lib, lib)
+
+
+def _fail(cmd: list[str], err: str) -> None:
+    raise ConfigError(
+        "pytfcomm could not compile its TensorFlow op library for the installed TensorFlow.\n"
+        f"command: {shlex.join(cmd)}\n{err[-3000:]}\n"
+        "Fix: install a C++17 compiler (g++ >= 9) or set CXX, or reinstall pytfcomm with "
+        "TensorFlow present at build time: pip install --no-build-isolation pytfcomm"
+    )

@@ -1,0 +1,128 @@
+"""Loading pytfcomm's TensorFlow op library, and the TF-version check.
+
+The check runs when :mod:`pytfcomm.tf` is imported (it only compares version
+strings); the library itself is loaded on first use. ``PYTFCOMM_TF_BUILD``
+chooses where the library comes from:
+
+* ``auto`` (default): the library built with the wheel when TensorFlow was
+  present at build time, else one compiled on first use (``_build.py``);
+* ``always``: always compile into the cache (for testing the fallback);
+* ``never``: never compile; fail if no prebuilt library fits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import threading
+from pathlib import Path
+from types import ModuleType
+
+from .. import __version__
+from ..errors import ConfigError
+
+PACKAGE = Path(__file__).resolve().parent.parent
+PREBUILT = PACKAGE / "_tf_ops.so"
+
+COUNTERS = ("allreduce_ops", "broadcast_ops", "allgather_ops", "reduced_bytes",
+            "cross_worker_ops", "fused_packs")
+
+
+class TFVersionMismatchError(ConfigError, ImportError):
+    """pytfcomm's op library was built against another TensorFlow than the one running."""
+
+
+def _build_info() -> tuple[str, str]:
+    try:
+        from .. import _tf_build_info as info
+    except ImportError:  # built without cmake/tensorflow.cmake
+        return "", ""
+    return info.TF_VERSION, info.TF_GIT_VERSION
+
+
+def _mode() -> str:
+    mode = os.environ.get("PYTFCOMM_TF_BUILD", "auto").lower()
+    if mode not in ("auto", "always", "never"):
+        raise ConfigError(f"PYTFCOMM_TF_BUILD must be auto, always or never, got {mode!r}")
+    return mode
+
+
+def check_tf_version() -> None:
+    """Raise TFVersionMismatchError if the prebuilt library does not fit this TF."""
+    import tensorflow as tf
+
+    built, built_git = _build_info()
+    if not built or _mode() == "always":
+        return  # compiled on first use, for exactly this TF
+    if built != tf.__version__ or (built_git and built_git != tf.__git_version__):
+        raise TFVersionMismatchError(
+            f"pytfcomm {__version__} was built against TensorFlow {built} ({built_git}) but "
+            f"TensorFlow {tf.__version__} ({tf.__git_version__}) is installed; a TF op library "
+            "only works with the TF it was compiled for.\nFix: rebuild pytfcomm against this "
+            "TensorFlow: pip install --no-build-isolation --force-reinstall --no-deps pytfcomm "
+            "(from its source), or set PYTFCOMM_TF_BUILD=always to compile the ops on first "
+            "use into ~/.cache/pytfcomm."
+        )
+
+
+_lock = threading.Lock()
+
+
+@functools.cache
+def _library_path() -> Path:
+    import tensorflow as tf
+
+    built, _ = _build_info()
+    mode = _mode()
+    if mode != "always" and built and PREBUILT.exists():
+        check_tf_version()
+        return PREBUILT
+    if mode == "never":
+        raise ConfigError(
+            "pytfcomm was built without TensorFlow and PYTFCOMM_TF_BUILD=never forbids "
+            "compiling the op library; unset it or reinstall with "
+            "pip install --no-build-isolation pytfcomm"
+        )
+    from ._build import build_op_library
+
+    return build_op_library(tf.__version__, __version__)
+
+
+@functools.cache
+def _load() -> tuple[ModuleType, ctypes.CDLL]:
+    import tensorflow as tf
+
+    path = _library_path()
+    module = tf.load_op_library(str(path))
+    clib = ctypes.CDLL(str(path))  # the same handle; for the C entry points
+    clib.pytfcomm_tf_counter.restype = ctypes.c_int64
+    clib.pytfcomm_tf_counter.argtypes = [ctypes.c_int]
+    clib.pytfcomm_tf_compiled_version.restype = ctypes.c_char_p
+    return module, clib
+
+
+def ops() -> ModuleType:
+    """The generated op wrappers (``pytfcomm_all_reduce`` and friends)."""
+    with _lock:
+        return _load()[0]
+
+
+def library_path() -> Path:
+    """The op library this process uses (loading it if needed)."""
+    with _lock:
+        _load()
+        return _library_path()
+
+
+def counters() -> dict[str, int]:
+    """The engine's counters: how many pytfcomm ops ran and how much they reduced."""
+    with _lock:
+        clib = _load()[1]
+    return {name: int(clib.pytfcomm_tf_counter(i)) for i, name in enumerate(COUNTERS)}
+
+
+def compiled_tf_version() -> str:
+    """The TF version the loaded op library was compiled against."""
+    with _lock:
+        return _load()[1].pytfcomm_tf_compiled_version().decode()

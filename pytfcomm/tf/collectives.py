@@ -1,0 +1,277 @@
+"""pytfcomm's collectives as TensorFlow ops: ``allreduce``, ``broadcast``, ``allgather``.
+
+Each accepts either one tensor (this process's contribution; combined across
+the processes of a pytfcomm Communicator, or returned as is when there is
+none) or a list with one tensor per local device (combined in-process by the
+engine, then across processes). All three have gradients, so they can sit
+inside a model, and work eagerly and inside ``tf.function``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from .._dtypes import OPS
+from ..errors import InvalidArgumentError
+from . import _ops
+
+SUPPORTED_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.uint8,
+                    tf.int32, tf.int64, tf.bool)
+DEFAULT_FUSION_BYTES = 4 << 20
+
+_default_comm: Any = None
+_HANDLE_RANKS: dict[int, int] = {}  # communicator handle -> this process's rank
+
+
+def set_default_communicator(communicator: Any) -> None:
+    """Make ``communicator`` (from :func:`pytfcomm.init`) the one TF ops use by default.
+
+    With a communicator of size > 1, every collective first combines the local
+    devices in-process, then runs one cross-process collective per fusion
+    buffer through it, then hands the result to every local device.
+    ``None`` goes back to purely local collectives.
+    """
+    global _default_comm
+    _default_comm = communicator
+
+
+def comm_handle(communicator: Any = None) -> int:
+    """The op attr for ``communicator`` (default: the default communicator); 0 = none."""
+    comm = communicator if communicator is not None else _default_comm
+    if comm is None:
+        from .. import communicator as comm_module
+
+        get = getattr(comm_module, "default_communicator", None)
+        comm = get() if callable(get) else None
+    if comm is None or comm.size == 1:
+        return 0
+    handle = int(comm._core.handle)
+    _HANDLE_RANKS[handle] = comm.rank
+    return handle
+
+
+def check_dtype(dtype: tf.DType, what: str = "tensor") -> None:
+    """Raise InvalidArgumentError for dtypes the engine cannot combine."""
+    if tf.as_dtype(dtype) not in SUPPORTED_DTYPES:
+        names = ", ".join(d.name for d in SUPPORTED_DTYPES)
+        raise InvalidArgumentError(
+            f"pytfcomm cannot reduce a {what} of dtype {tf.as_dtype(dtype).name}; use one of "
+            f"{names} (cast it first)"
+        )
+
+
+def _op_name(op: str) -> str:
+    if not isinstance(op, str) or op.lower() not in OPS:
+        raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    return op.lower()
+
+
+def _timeout(timeout: float | None) -> float:
+    if timeout is None:
+        return 0.0
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise InvalidArgumentError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)
+
+
+def _device_of(t: Any) -> str:
+    return getattr(t, "device", "") or ""
+
+
+def allreduce_replicas(
+    replicas: Sequence[Sequence[tf.Tensor]],
+    op: str = "sum",
+    *,
+    devices: Sequence[str] | None = None,
+    fusion_threshold_bytes: int = DEFAULT_FUSION_BYTES,
+    communicator: Any = None,
+    algorithm: str = "auto",
+    timeout: float | None = None,
+) -> list[list[tf.Tensor]]:
+    """All-reduce M tensors held by each of N replicas with one op execution.
+
+    ``replicas[i][j]`` is tensor j of replica i; every replica must hold the
+    same shapes and dtypes. Returns the same layout, replica i's results
+    placed on ``devices[i]`` (default: the device of ``replicas[i][0]``).
+    """
+    n = len(replicas)
+    if n == 0:
+        raise InvalidArgumentError("allreduce needs at least one replica")
+    m = len(replicas[0])
+    if any(len(r) != m for r in replicas):
+        raise InvalidArgumentError("every replica must pass the same number of tensors")
+    if m == 0:
+        return [[] for _ in range(n)]
+    flat = [tf.convert_to_tensor(t) for r in replicas for t in r]
+    for t in flat[:m]:
+        check_dtype(t.dtype)
+    devices = list(devices) if devices is not None else [_device_of(r[0]) for r in replicas]
+    with tf.device(devices[0]):
+        outs = _ops.ops().pytfcomm_all_reduce(
+            flat,
+            num_devices=n,
+            reduce_op=_op_name(op),
+            fusion_threshold_bytes=int(fusion_threshold_bytes),
+            comm_handle=comm_handle(communicator),
+            algorithm=algorithm,
+            timeout_seconds=_timeout(timeout),
+        )
+    result = []
+    for i in range(n):
+        with tf.device(devices[i]):
+            result.append([tf.identity(outs[i * m + j]) for j in range(m)])
+    return result
+
+
+def allreduce(
+    tensor: Any,
+    op: str = "sum",
+    *,
+    communicator: Any = None,
+    algorithm: str = "auto",
+    fusion_threshold_bytes: int = DEFAULT_FUSION_BYTES,
+    timeout: float | None = None,
+    name: str | None = None,
+) -> Any:
+    """All-reduce ``tensor`` (one tensor, or a list of one tensor per local device).
+
+    ``op`` is ``"sum"``, ``"mean"``, ``"min"``, ``"max"`` or ``"prod"``. A
+    list gives back a list, result i on input i's device, all bitwise
+    identical. Gradients: the gradient of a sum (mean) all-reduce is the sum
+    (mean) all-reduce of the incoming gradients.
+    """
+    with tf.name_scope(name or "pytfcomm_allreduce"):
+        if isinstance(tensor, (list, tuple)):
+            out = allreduce_replicas([[t] for t in tensor], op, communicator=communicator,
+                                     algorithm=algorithm, timeout=timeout,
+                                     fusion_threshold_bytes=fusion_threshold_bytes)
+            return [r[0] for r in out]
+        return allreduce_replicas([[tensor]], op, communicator=communicator,
+                                  algorithm=algorithm, timeout=timeout,
+                                  fusion_threshold_bytes=fusion_threshold_bytes)[0][0]
+
+
+def broadcast(
+    tensor: Any,
+    root: int = 0,
+    *,
+    devices: Sequence[str] | None = None,
+    communicator: Any = None,
+    timeout: float | None = None,
+    name: str | None = None,
+) -> Any:
+    """Process ``root``'s ``tensor`` on every process (and on every one of ``devices``).
+
+    Returns one tensor, or a list (one per device) when ``devices`` is given.
+    """
+    if isinstance(root, bool) or not isinstance(root, int) or root < 0:
+        raise InvalidArgumentError(f"root must be a non-negative int, got {root!r}")
+    with tf.name_scope(name or "pytfcomm_broadcast"):
+        t = tf.convert_to_tensor(tensor)
+        check_dtype(t.dtype)
+        devs = list(devices) if devices else [_device_of(t)]
+        with tf.device(_device_of(t)):
+            outs = _ops.ops().pytfcomm_broadcast(
+                t, num_devices=len(devs), root_rank=root,
+                comm_handle=comm_handle(communicator), timeout_seconds=_timeout(timeout))
+        result = []
+        for d, o in zip(devs, outs, strict=False):
+            with tf.device(d):
+                result.append(tf.identity(o))
+        return result if devices else result[0]
+
+
+def allgather(
+    tensor: Any,
+    *,
+    communicator: Any = None,
+    timeout: float | None = None,
+    name: str | None = None,
+) -> Any:
+    """Concatenate along axis 0: every local replica's tensor (a list) then every process's.
+
+    A list gives back a list (one concatenation per input device). Locally
+    only dimension 0 may differ between replicas; across processes every
+    process must contribute the same shape.
+    """
+    with tf.name_scope(name or "pytfcomm_allgather"):
+        as_list = isinstance(tensor, (list, tuple))
+        ts = [tf.convert_to_tensor(t) for t in (tensor if as_list else [tensor])]
+        if not ts:
+            raise InvalidArgumentError("allgather needs at least one tensor")
+        for t in ts:
+            check_dtype(t.dtype)
+            if t.shape.rank == 0:
+                raise InvalidArgumentError("allgather needs tensors with at least one dimension")
+        devs = [_device_of(t) for t in ts]
+        with tf.device(devs[0]):
+            outs = _ops.ops().pytfcomm_all_gather(
+                ts, comm_handle=comm_handle(communicator),
+                timeout_seconds=_timeout(timeout))
+        result = []
+        for d, o in zip(devs, outs, strict=False):
+            with tf.device(d):
+                result.append(tf.identity(o))
+        return result if as_list else result[0]
+
+
+# -- gradients ---------------------------------------------------------------------------
+def _dense(grads: Sequence[Any], like: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+    return [tf.zeros_like(o) if g is None else tf.convert_to_tensor(g)
+            for g, o in zip(grads, like, strict=True)]
+
+
+def _op_device(op: Any) -> str:
+    # Eager gradients get a mock op without a device; its outputs have one.
+    return getattr(op, "device", None) or op.outputs[0].device
+
+
+@tf.RegisterGradient("PytfcommAllReduce")
+def _allreduce_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
+    reduce_op = op.get_attr("reduce_op").decode()
+    if reduce_op not in ("sum", "mean"):
+        raise LookupError(f"pytfcomm all-reduce with op {reduce_op!r} has no gradient")
+    with tf.device(_op_device(op)):
+        return _ops.ops().pytfcomm_all_reduce(
+            _dense(grads, op.outputs),
+            num_devices=op.get_attr("num_devices"),
+            reduce_op=reduce_op,
+            fusion_threshold_bytes=op.get_attr("fusion_threshold_bytes"),
+            comm_handle=op.get_attr("comm_handle"),
+            algorithm=op.get_attr("algorithm").decode(),
+            timeout_seconds=op.get_attr("timeout_seconds"),
+        )
+
+
+@tf.RegisterGradient("PytfcommBroadcast")
+def _broadcast_grad(op: tf.Operation, *grads: Any) -> tf.Tensor:
+    with tf.device(_op_device(op)):
+        total = tf.add_n(_dense(grads, op.outputs))
+        handle = op.get_attr("comm_handle")
+        if not handle:
+            return total
+        total = _ops.ops().pytfcomm_all_reduce(
+            [total], num_devices=1, reduce_op="sum", comm_handle=handle,
+            timeout_seconds=op.get_attr("timeout_seconds"))[0]
+        is_root = _HANDLE_RANKS.get(handle, 0) == op.get_attr("root_rank")
+        return total if is_root else tf.zeros_like(total)
+
+
+@tf.RegisterGradient("PytfcommAllGather")
+def _allgather_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
+    n = op.get_attr("num_devices")
+    handle = op.get_attr("comm_handle")
+    with tf.device(_op_device(op)):
+        total = _ops.ops().pytfcomm_all_reduce(
+            _dense(grads, op.outputs), num_devices=n, reduce_op="sum", comm_handle=handle,
+            timeout_seconds=op.get_attr("timeout_seconds"))[0]
+        rows = [tf.shape(x)[0] for x in op.inputs]
+        start = _HANDLE_RANKS.get(handle, 0) * tf.add_n(rows) if handle else 0
+        out = []
+        for r in rows:
+            out.append(total[start:start + r])
+            start = start + r
+        return out

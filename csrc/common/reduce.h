@@ -20,8 +20,7 @@ void reduce(void* dst, const void* a, const void* b, size_t n, DType dtype, Redu
 
 // dst[i] = (a[i] + b[i]) / divisor: the last step of a mean, fused so that
 // float16/bfloat16 round once. Integers truncate toward zero.
-void reduce_divide(void* dst, const void* a, const void* b, size_t n, DType dtype,
-                   int64_t divisor);
+void reduce_divide(void* dst, const void* a, const void* b, size_t n, DType dtype, int64_t divisor);
 
 // dst[i] = src[i] / divisor (dst may equal src).
 void divide(void* dst, const void* src, size_t n, DType dtype, int64_t divisor);

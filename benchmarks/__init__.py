@@ -1,0 +1,1 @@
+"""All-reduce benchmarks for pytfcomm and its peers (see benchmarks/README.md)."""

@@ -1,0 +1,199 @@
+"""Start the N worker processes of one backend, enforce a hard timeout, collect rank files.
+
+spawn mode: N ``python -m <module>`` processes, each in its own session, with BENCH_RANK,
+BENCH_SIZE and BENCH_PORTS (free loopback ports, found by binding port 0) in the env.
+mpirun mode: one ``mpirun -np N <mca args> python -m <module>``.
+Every worker writes ``rank<r>.json`` into a private temp dir (see backends/_harness.py).
+On failure, timeout, or a worker that lingers after reporting done, the whole process tree
+is killed (SIGTERM, then SIGKILL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from benchmarks._registry import Spec, worker_pythonpath
+from benchmarks.backends._harness import PROGRESS_TAG
+
+FAIL_GRACE_S = 5.0  # after one rank fails, how long the others get before being killed
+DONE_GRACE_S = 15.0  # after all ranks reported done, how long they get to exit
+
+
+@dataclass
+class LaunchResult:
+    status: str  # "ok" | "failed" | "timeout"
+    reason: str = ""
+    wall_s: float = 0.0
+    command: list[str] = field(default_factory=list)
+    ranks: list[dict] = field(default_factory=list)  # the rank<r>.json documents
+    log_tail: str = ""
+
+
+def free_ports(k: int) -> list[int]:
+    """k distinct free TCP ports on 127.0.0.1 (all sockets held open until all are picked)."""
+    socks = []
+    try:
+        for _ in range(k):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _descendants(pid: int) -> list[int]:
+    """All live descendants of pid, from /proc (mpirun's children may change groups)."""
+    children: dict[int, list[int]] = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.split("/")[2]))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _kill_tree(procs: list[subprocess.Popen]) -> None:
+    live = [p for p in procs if p.poll() is None]
+    pids = [d for p in live for d in _descendants(p.pid)] + [p.pid for p in live]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        for p in live:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, sig)  # each launched process leads its own session
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline and any(p.poll() is None for p in live):
+            time.sleep(0.05)
+        if all(p.poll() is not None for p in live):
+            break
+    for p in procs:
+        if p.poll() is None:
+            p.wait(timeout=5)
+
+
+def _read_ranks(outdir: str) -> list[dict]:
+    docs = []
+    for path in sorted(glob.glob(os.path.join(outdir, "rank*.json"))):
+        with open(path) as f:
+            docs.append(json.load(f))
+    return sorted(docs, key=lambda d: d["rank"])
+
+
+def _tail(path: str, n: int = 25) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return ""
+
+
+class _Echo:
+    """Copies the rank-0 progress lines of a log file to our stderr while it is written."""
+
+    def __init__(self, path: str, prefix: str) -> None:
+        self.path, self.prefix, self.pos = path, prefix, 0
+
+    def poll(self) -> None:
+        try:
+            with open(self.path, errors="replace") as f:
+                f.seek(self.pos)
+                chunk = f.read()
+        except OSError:
+            return
+        lines = chunk.split("\n")
+        self.pos += len(chunk.encode()) - len(lines[-1].encode())
+        for line in lines[:-1]:
+            if line.startswith(PROGRESS_TAG):
+                msg = line.removeprefix(PROGRESS_TAG)
+                print(f"  {self.prefix}: {msg}", file=sys.stderr, flush=True)
+
+
+def _commands(spec: Spec, nproc: int, worker_args: list[str]) -> list[list[str]]:
+    py = [sys.executable, "-u", "-m", spec.module, *worker_args]
+    if spec.launcher == "mpirun":
+        root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+        return [["mpirun", "-np", str(nproc), *root, *spec.mpi_args, *py]]
+    return [py] * nproc
+
+
+def run_backend(
+    spec: Spec, nproc: int, worker_args: list[str], timeout_s: float, verbose: bool = False
+) -> LaunchResult:
+    """Run one backend to completion (or timeout); the caller turns ranks into a report."""
+    with tempfile.TemporaryDirectory(prefix=f"allreduce-{spec.name}-") as outdir:
+        args = [*worker_args, "--outdir", outdir]
+        cmds = _commands(spec, nproc, args)
+        pypath = worker_pythonpath(os.path.join(outdir, "py"))
+        base_env = dict(os.environ, PYTHONPATH=pypath, GLOO_SOCKET_IFNAME="lo")
+        base_env.update(spec.env)
+        ports = ",".join(map(str, free_ports(max(nproc, 1))))
+        procs, logs = [], []
+        t0 = time.monotonic()
+        for r, cmd in enumerate(cmds):
+            env = dict(base_env, BENCH_RANK=str(r), BENCH_SIZE=str(nproc), BENCH_PORTS=ports)
+            logs.append(os.path.join(outdir, f"proc{r}.log"))
+            with open(logs[-1], "w") as log:
+                proc = subprocess.Popen(
+                    cmd, env=env, cwd=outdir, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, start_new_session=True,
+                )  # fmt: skip
+            procs.append(proc)
+        res = LaunchResult(status="ok", command=cmds[0])
+        echo = _Echo(logs[0], spec.name) if verbose else None
+        fail_at = done_at = None
+        while True:
+            time.sleep(0.25)
+            if echo:
+                echo.poll()
+            now = time.monotonic()
+            rcs = [p.poll() for p in procs]
+            if all(rc is not None for rc in rcs):
+                bad = [(i, rc) for i, rc in enumerate(rcs) if rc != 0]
+                if bad:
+                    res.status, res.reason = "failed", f"process {bad[0][0]} exited {bad[0][1]}"
+                break
+            if fail_at is None and any(rc not in (None, 0) for rc in rcs):
+                fail_at = now
+            if fail_at is not None and now - fail_at > FAIL_GRACE_S:
+                i = next(i for i, rc in enumerate(rcs) if rc not in (None, 0))
+                res.status, res.reason = "failed", f"process {i} exited {rcs[i]}"
+                break
+            if now - t0 > timeout_s:
+                res.status, res.reason = "timeout", f"exceeded --timeout {timeout_s:.0f}s"
+                break
+            if done_at is None:
+                ranks = _read_ranks(outdir)
+                if len(ranks) == nproc and all(d.get("done") for d in ranks):
+                    done_at = now
+            elif now - done_at > DONE_GRACE_S:
+                res.reason = "killed workers lingering after they reported done"
+                break
+        _kill_tree(procs)
+        res.wall_s = time.monotonic() - t0
+        if echo:
+            echo.poll()
+        res.ranks = _read_ranks(outdir)
+        if res.status != "ok":
+            res.log_tail = "".join(f"--- {os.path.basename(p)}\n{_tail(p)}" for p in logs)
+        return res

@@ -1,0 +1,115 @@
+"""The backends the benchmark knows: how to launch each one and whether it is installed.
+
+Adding a backend = one worker module under benchmarks/backends/ + one entry in BACKENDS.
+A variant of an existing worker only needs an entry with different ``env`` or ``mpi_args``
+(e.g. a pytfcomm variant with PYTFCOMM_TRANSPORT set).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Same MCA settings for both MPI paths except the BTL list: ob1 PML (so the BTL choice is
+# honoured even if UCX is installed), loopback only, no core binding (like the other peers).
+MPI_COMMON = (
+    "--mca", "pml", "ob1",
+    "--mca", "btl_tcp_if_include", "lo",
+    "--mca", "oob_tcp_if_include", "lo",
+    "--bind-to", "none",
+    "--oversubscribe",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    module: str
+    launcher: str  # "spawn": N python processes; "mpirun": one mpirun -np N
+    env: dict[str, str] = field(default_factory=dict)
+    mpi_args: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()  # python modules that must be importable
+    capped_by_tf_max: bool = False  # sizes above --tf-max-size are not run
+
+
+BACKENDS: list[Spec] = [
+    Spec("pytfcomm", "benchmarks.backends.pytfcomm_backend", "spawn", requires=("pytfcomm",)),
+    Spec("gloo", "benchmarks.backends.gloo", "spawn", requires=("torch",)),
+    Spec(
+        "mpi-shm",
+        "benchmarks.backends.mpi",
+        "mpirun",
+        mpi_args=("--mca", "btl", "self,vader", *MPI_COMMON),
+        requires=("mpi4py",),
+    ),
+    Spec(
+        "mpi-tcp",
+        "benchmarks.backends.mpi",
+        "mpirun",
+        mpi_args=("--mca", "btl", "self,tcp", *MPI_COMMON),
+        requires=("mpi4py",),
+    ),
+    Spec(
+        "tf-ring",
+        "benchmarks.backends.tf_ring",
+        "spawn",
+        env={"TF_CPP_MIN_LOG_LEVEL": "2"},
+        requires=("tensorflow",),
+        capped_by_tf_max=True,
+    ),
+]
+
+
+def by_name(name: str) -> Spec | None:
+    return next((s for s in BACKENDS if s.name == name), None)
+
+
+def _pytfcomm_reason() -> str | None:
+    """Import it the way the workers will: from a neutral directory (see worker_pythonpath),
+    and require ``init`` (a half-built package can import without it)."""
+    code = "import pytfcomm; pytfcomm.init"
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", code], check=False, cwd=tempfile.gettempdir(),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return "`import pytfcomm` timed out"
+    if r.returncode == 0:
+        return None
+    last = (r.stderr.strip().splitlines() or ["unknown error"])[-1]
+    return f"`import pytfcomm` failed: {last} (install it, e.g. scripts/setup.sh)"
+
+
+def unavailable_reason(spec: Spec) -> str | None:
+    """None if the backend can run here, else why not (shown in the skipped list)."""
+    for mod in spec.requires:
+        if mod == "pytfcomm":
+            reason = _pytfcomm_reason()
+            if reason:
+                return reason
+        elif importlib.util.find_spec(mod) is None:
+            return f"python module {mod!r} not installed (see scripts/setup_bench.sh)"
+    if spec.launcher == "mpirun" and shutil.which("mpirun") is None:
+        return "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
+    return None
+
+
+def worker_pythonpath(shim_dir: str) -> str:
+    """PYTHONPATH for workers, which run with a neutral cwd: ``shim_dir`` holds only a
+    ``benchmarks`` symlink, so the checkout's ``pytfcomm/`` source directory (whose extension
+    may be missing or stale) never shadows the installed pytfcomm. To benchmark an in-place
+    build instead, put the repository root on PYTHONPATH yourself; it is kept."""
+    link = os.path.join(shim_dir, "benchmarks")
+    if not os.path.exists(link):
+        os.makedirs(shim_dir, exist_ok=True)
+        os.symlink(os.path.join(REPO_ROOT, "benchmarks"), link)
+    old = os.environ.get("PYTHONPATH", "")
+    return shim_dir + (os.pathsep + old if old else "")

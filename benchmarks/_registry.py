@@ -2,7 +2,7 @@
 
 Adding a backend = one worker module under benchmarks/backends/ + one entry in BACKENDS.
 A variant of an existing worker only needs an entry with different ``env`` or ``mpi_args``
-(e.g. a pytfcomm variant with PYTFCOMM_TRANSPORT set).
+(see pytfcomm-tcp / pytfcomm-shm below).
 """
 
 from __future__ import annotations
@@ -40,7 +40,23 @@ class Spec:
 
 
 BACKENDS: list[Spec] = [
+    # "pytfcomm" is the default (auto: shared memory between local ranks, TCP between hosts);
+    # the variants force one transport, for comparison in the same table.
     Spec("pytfcomm", "benchmarks.backends.pytfcomm_backend", "spawn", requires=("pytfcomm",)),
+    Spec(
+        "pytfcomm-tcp",
+        "benchmarks.backends.pytfcomm_backend",
+        "spawn",
+        env={"PYTFCOMM_TRANSPORT": "tcp"},
+        requires=("pytfcomm",),
+    ),
+    Spec(
+        "pytfcomm-shm",
+        "benchmarks.backends.pytfcomm_backend",
+        "spawn",
+        env={"PYTFCOMM_TRANSPORT": "shm"},
+        requires=("pytfcomm",),
+    ),
     Spec("gloo", "benchmarks.backends.gloo", "spawn", requires=("torch",)),
     Spec(
         "mpi-shm",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import zlib
 from types import TracebackType
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from . import _cluster, _core
 from ._dtypes import algorithm_code, dtype_code, op_code
-from .errors import CommClosedError, InvalidArgumentError
+from .errors import CommClosedError, ConfigError, InvalidArgumentError
 
 __all__ = ["Communicator", "default_communicator", "init"]
 
@@ -130,7 +131,9 @@ class Communicator:
         code = op_code(op)
         alg = algorithm_code(algorithm)
         out = np.empty_like(x) if out is None else _check_out(out, x.shape, x.dtype)
-        self._core.allreduce(x, out, dtype_code(x.dtype), code, alg, _timeout(timeout))
+        self._core.allreduce(
+            x, out, dtype_code(x.dtype), code, alg, _timeout(timeout), shape_tag(x.shape)
+        )
         return out
 
     def broadcast(
@@ -150,7 +153,9 @@ class Communicator:
             out = _check_out(out, x.shape, x.dtype)
             if out is not x and self.rank == root:
                 np.copyto(out, x)
-        self._core.broadcast(out, dtype_code(out.dtype), int(root), _timeout(timeout))
+        self._core.broadcast(
+            out, dtype_code(out.dtype), int(root), _timeout(timeout), shape_tag(out.shape)
+        )
         return out
 
     def allgather(
@@ -162,7 +167,7 @@ class Communicator:
             raise InvalidArgumentError("allgather needs an array with at least one dimension")
         shape = (x.shape[0] * self.size, *x.shape[1:])
         out = np.empty(shape, x.dtype) if out is None else _check_out(out, shape, x.dtype)
-        self._core.allgather(x, out, dtype_code(x.dtype), _timeout(timeout))
+        self._core.allgather(x, out, dtype_code(x.dtype), _timeout(timeout), shape_tag(x.shape))
         return out
 
     def reduce_scatter(
@@ -184,7 +189,9 @@ class Communicator:
             )
         shape = (x.shape[0] // self.size, *x.shape[1:])
         out = np.empty(shape, x.dtype) if out is None else _check_out(out, shape, x.dtype)
-        self._core.reduce_scatter(x, out, dtype_code(x.dtype), code, _timeout(timeout))
+        self._core.reduce_scatter(
+            x, out, dtype_code(x.dtype), code, _timeout(timeout), shape_tag(x.shape)
+        )
         return out
 
     def barrier(self, timeout: float | None = None) -> None:
@@ -218,6 +225,43 @@ class Communicator:
             raise CommClosedError("this communicator is closed; create a new one with init()")
 
 
+_MIN_SECRET = 16
+_TRANSPORTS = ("auto", "tcp", "shm")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def _job_secret(explicit: str | None, spec: _cluster.ClusterSpec) -> str:
+    """The job secret (``secret=`` or PYTFCOMM_SECRET), checked; "" when none.
+
+    A job whose addresses are not all loopback must have one, unless
+    PYTFCOMM_INSECURE=1 says the network is trusted (see docs/security.md).
+    """
+    secret = explicit if explicit is not None else os.environ.get("PYTFCOMM_SECRET", "")
+    if not isinstance(secret, str):
+        raise InvalidArgumentError(f"secret must be a str, got {type(secret).__name__}")
+    if secret and len(secret) < _MIN_SECRET:
+        raise ConfigError(
+            f"PYTFCOMM_SECRET is too short ({len(secret)} characters; at least {_MIN_SECRET}): "
+            "use a long random value, e.g. python -c 'import secrets; "
+            "print(secrets.token_hex(32))', the same on every rank"
+        )
+    insecure = os.environ.get("PYTFCOMM_INSECURE", "").strip().lower()
+    if insecure not in _TRUE + _FALSE:
+        raise ConfigError(
+            f"PYTFCOMM_INSECURE={insecure!r} is not valid: use 1 to allow a job across "
+            "non-loopback addresses without a secret, or 0 / unset"
+        )
+    if not secret and not spec.all_loopback and insecure not in _TRUE:
+        raise ConfigError(
+            f"this job spans non-loopback addresses (rank 0 at {spec.addr}) but has no job "
+            "secret: set PYTFCOMM_SECRET to the same long random value on every rank "
+            "(pytfcomm-run does this for you), or set PYTFCOMM_INSECURE=1 to run "
+            "unauthenticated on a network you trust"
+        )
+    return secret
+
+
 def init(
     rank: int | None = None,
     size: int | None = None,
@@ -225,6 +269,8 @@ def init(
     *,
     timeout: float | None = None,
     connect_timeout: float | None = None,
+    secret: str | None = None,
+    transport: str | None = None,
 ) -> Communicator:
     """Join a job and return its :class:`Communicator`.
 
@@ -235,9 +281,19 @@ def init(
     ``addr`` is rank 0's rendezvous address. Blocks until every rank joined
     (``connect_timeout``, default PYTFCOMM_CONNECT_TIMEOUT or 120 s);
     ``timeout`` is the default deadline of each collective (PYTFCOMM_TIMEOUT,
-    600 s).
+    600 s). ``secret`` (default PYTFCOMM_SECRET) authenticates every
+    connection of the job; it is required when the job spans non-loopback
+    addresses (docs/security.md). ``transport`` (default PYTFCOMM_TRANSPORT or
+    ``"auto"``): ``"auto"`` uses shared memory between ranks of one host and
+    TCP between hosts, ``"tcp"`` only TCP, ``"shm"`` only shared memory (every
+    rank on one host).
     """
+    if transport is not None and transport not in _TRANSPORTS:
+        raise InvalidArgumentError(
+            f"transport must be one of {', '.join(_TRANSPORTS)}, got {transport!r}"
+        )
     spec = _cluster.resolve(rank, size, addr)
+    job_secret = _job_secret(secret, spec)
     host, port = spec.rendezvous
     core = _core.Communicator(
         spec.rank,
@@ -248,6 +304,8 @@ def init(
         spec.host_id,
         _timeout(connect_timeout),
         _timeout(timeout),
+        job_secret,
+        transport=transport or "",
     )
     global _default
     _default = Communicator(core, spec)

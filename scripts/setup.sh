@@ -30,8 +30,9 @@ apt_install() {
   apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-# C++ unit tests (GoogleTest), formatting check, network namespaces for tests.
-apt_install libgtest-dev clang-format iproute2
+# C++ unit tests (GoogleTest), formatting check, network namespaces for tests,
+# and clang with its runtime for the libFuzzer target (fuzz/run.sh).
+apt_install libgtest-dev clang-format iproute2 clang libclang-rt-14-dev
 
 if [[ ! -x "$VENV/bin/python" ]]; then
   log "creating $VENV"

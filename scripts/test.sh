@@ -25,9 +25,19 @@ if [[ "${PYTFCOMM_SANITIZE:-1}" != "0" ]]; then
   ctest --test-dir build/cpp-asan --output-on-failure -j "$JOBS" --timeout 600
 fi
 
+FUZZ_SECONDS=${PYTFCOMM_FUZZ_SECONDS:-30}
+if [[ "$FUZZ_SECONDS" != "0" ]]; then
+  echo "== fuzzing the wire protocol for ${FUZZ_SECONDS} s (fuzz/run.sh; PYTFCOMM_FUZZ_SECONDS=0 skips)"
+  if command -v clang++ >/dev/null; then
+    bash fuzz/run.sh "$FUZZ_SECONDS"
+  else
+    echo "!! fuzz NOT RUN: clang++ missing (apt-get install clang libclang-rt-14-dev)" >&2
+  fi
+fi
+
 echo "== lint"
-"$VPY" -m ruff check pytfcomm tests benchmarks examples
-find csrc tests/cpp -name '*.h' -o -name '*.cc' | xargs clang-format --dry-run --Werror
+"$VPY" -m ruff check pytfcomm tests benchmarks examples fuzz
+find csrc tests/cpp fuzz -name '*.h' -o -name '*.cc' | xargs clang-format --dry-run --Werror
 
 echo "== Python tests"
 # The pytest script (not python -m pytest) keeps the source tree off sys.path,

@@ -8,6 +8,13 @@ from _harness import run_ranks
 SIZES = [0, 1, 2, 3, 5, 1000, 40_001, 300_001]
 
 
+@pytest.fixture(autouse=True, params=["tcp", "shm"])
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every case runs over TCP and over shared memory (the ranks inherit the variable)."""
+    monkeypatch.setenv("PYTFCOMM_TRANSPORT", request.param)
+    return request.param
+
+
 def _check(results: list[dict]) -> None:
     for r, res in enumerate(results):
         assert not res["failures"], f"rank {r}: " + "\n".join(res["failures"][:20])

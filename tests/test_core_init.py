@@ -57,6 +57,6 @@ def test_info_command_prints_build_config() -> None:
         check=True,
     )
     data = json.loads(out.stdout)
-    assert data["transports"] == ["tcp"]
+    assert data["transports"] == ["tcp", "shm"]
     assert data["reduce_isa"] in ("avx2", "generic")
     assert "PYTFCOMM_TIMEOUT" in data["params"]

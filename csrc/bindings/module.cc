@@ -76,7 +76,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<Communicator, std::shared_ptr<Communicator>>(m, "Communicator")
       .def(py::init([](int rank, int size, const std::string& root_host, int root_port,
                        const std::string& bind_host, const std::string& host_id,
-                       double connect_timeout, double timeout) {
+                       double connect_timeout, double timeout, const std::string& secret,
+                       const std::string& transport) {
              pytfcomm::CommOptions o;
              o.rank = rank;
              o.size = size;
@@ -86,12 +87,14 @@ PYBIND11_MODULE(_core, m) {
              o.host_id = host_id;
              o.connect_timeout_s = connect_timeout;
              o.timeout_s = timeout;
+             o.secret = secret;
+             o.transport = transport;
              py::gil_scoped_release release;
              return std::make_shared<Communicator>(o);
            }),
            py::arg("rank"), py::arg("size"), py::arg("root_host"), py::arg("root_port"),
            py::arg("bind_host") = "", py::arg("host_id") = "", py::arg("connect_timeout") = -1.0,
-           py::arg("timeout") = -1.0)
+           py::arg("timeout") = -1.0, py::arg("secret") = "", py::arg("transport") = "")
       .def_property_readonly("rank", &Communicator::rank)
       .def_property_readonly("size", &Communicator::size)
       .def_property_readonly("local_rank", &Communicator::local_rank)
@@ -110,50 +113,65 @@ PYBIND11_MODULE(_core, m) {
            [](const Communicator& c, size_t bytes) {
              return pytfcomm::algorithm_name(c.choose_allreduce(bytes));
            })
-      .def("allreduce",
-           [](Communicator& c, const py::array& src, py::array& dst, int dtype, int op,
-              int algorithm, double timeout) {
-             DType dt = to_dtype(dtype);
-             size_t n = checked_count(src, dt, "input");
-             PTC_CHECK_ARG(checked_count(dst, dt, "output") == n,
-                           "output must have as many elements as the input");
-             PTC_CHECK_ARG(algorithm >= 0 && algorithm <= 3, "bad algorithm code ", algorithm);
-             const void* in = src.data();
-             void* out = writable(dst, "output");
-             py::gil_scoped_release release;
-             c.allreduce(in, out, n, dt, to_op(op), static_cast<Algorithm>(algorithm), timeout);
-           })
-      .def("broadcast",
-           [](Communicator& c, py::array& buf, int dtype, int root, double timeout) {
-             DType dt = to_dtype(dtype);
-             size_t n = checked_count(buf, dt, "buffer");
-             void* p = writable(buf, "buffer");
-             py::gil_scoped_release release;
-             c.broadcast(p, n, dt, root, timeout);
-           })
-      .def("allgather",
-           [](Communicator& c, const py::array& src, py::array& dst, int dtype, double timeout) {
-             DType dt = to_dtype(dtype);
-             size_t n = checked_count(src, dt, "input");
-             PTC_CHECK_ARG(checked_count(dst, dt, "output") == n * static_cast<size_t>(c.size()),
-                           "output must hold size * input elements");
-             const void* in = src.data();
-             void* out = writable(dst, "output");
-             py::gil_scoped_release release;
-             c.allgather(in, out, n, dt, timeout);
-           })
-      .def("reduce_scatter",
-           [](Communicator& c, const py::array& src, py::array& dst, int dtype, int op,
-              double timeout) {
-             DType dt = to_dtype(dtype);
-             size_t n = checked_count(src, dt, "input");
-             PTC_CHECK_ARG(checked_count(dst, dt, "output") * static_cast<size_t>(c.size()) == n,
-                           "output must hold input elements / size");
-             const void* in = src.data();
-             void* out = writable(dst, "output");
-             py::gil_scoped_release release;
-             c.reduce_scatter(in, out, n, dt, to_op(op), timeout);
-           })
+      .def(
+          "allreduce",
+          [](Communicator& c, const py::array& src, py::array& dst, int dtype, int op,
+             int algorithm, double timeout, uint32_t shape_tag) {
+            DType dt = to_dtype(dtype);
+            size_t n = checked_count(src, dt, "input");
+            PTC_CHECK_ARG(checked_count(dst, dt, "output") == n,
+                          "output must have as many elements as the input");
+            PTC_CHECK_ARG(algorithm >= 0 && algorithm <= 3, "bad algorithm code ", algorithm);
+            const void* in = src.data();
+            void* out = writable(dst, "output");
+            py::gil_scoped_release release;
+            c.allreduce(in, out, n, dt, to_op(op), static_cast<Algorithm>(algorithm), timeout,
+                        shape_tag);
+          },
+          py::arg("src"), py::arg("dst"), py::arg("dtype"), py::arg("op"), py::arg("algorithm"),
+          py::arg("timeout"), py::arg("shape_tag") = 0)
+      .def(
+          "broadcast",
+          [](Communicator& c, py::array& buf, int dtype, int root, double timeout,
+             uint32_t shape_tag) {
+            DType dt = to_dtype(dtype);
+            size_t n = checked_count(buf, dt, "buffer");
+            void* p = writable(buf, "buffer");
+            py::gil_scoped_release release;
+            c.broadcast(p, n, dt, root, timeout, shape_tag);
+          },
+          py::arg("buf"), py::arg("dtype"), py::arg("root"), py::arg("timeout"),
+          py::arg("shape_tag") = 0)
+      .def(
+          "allgather",
+          [](Communicator& c, const py::array& src, py::array& dst, int dtype, double timeout,
+             uint32_t shape_tag) {
+            DType dt = to_dtype(dtype);
+            size_t n = checked_count(src, dt, "input");
+            PTC_CHECK_ARG(checked_count(dst, dt, "output") == n * static_cast<size_t>(c.size()),
+                          "output must hold size * input elements");
+            const void* in = src.data();
+            void* out = writable(dst, "output");
+            py::gil_scoped_release release;
+            c.allgather(in, out, n, dt, timeout, shape_tag);
+          },
+          py::arg("src"), py::arg("dst"), py::arg("dtype"), py::arg("timeout"),
+          py::arg("shape_tag") = 0)
+      .def(
+          "reduce_scatter",
+          [](Communicator& c, const py::array& src, py::array& dst, int dtype, int op,
+             double timeout, uint32_t shape_tag) {
+            DType dt = to_dtype(dtype);
+            size_t n = checked_count(src, dt, "input");
+            PTC_CHECK_ARG(checked_count(dst, dt, "output") * static_cast<size_t>(c.size()) == n,
+                          "output must hold input elements / size");
+            const void* in = src.data();
+            void* out = writable(dst, "output");
+            py::gil_scoped_release release;
+            c.reduce_scatter(in, out, n, dt, to_op(op), timeout, shape_tag);
+          },
+          py::arg("src"), py::arg("dst"), py::arg("dtype"), py::arg("op"), py::arg("timeout"),
+          py::arg("shape_tag") = 0)
       .def("barrier",
            [](Communicator& c, double timeout) {
              py::gil_scoped_release release;
@@ -169,7 +187,7 @@ PYBIND11_MODULE(_core, m) {
     d["version"] = PYTFCOMM_VERSION;
     d["protocol_version"] = pytfcomm::wire::kProtocolVersion;
     d["reduce_isa"] = pytfcomm::reduce_isa();
-    d["transports"] = std::vector<std::string>{"tcp"};
+    d["transports"] = std::vector<std::string>{"tcp", "shm"};
     d["compiler"] = __VERSION__;
 #ifdef PYTFCOMM_WITH_CUDA
     d["cuda"] = true;

@@ -18,6 +18,9 @@ struct Params {
   int64_t sockbuf_bytes;      // PYTFCOMM_SOCKET_BUFFER: SO_SNDBUF/SO_RCVBUF
   int64_t max_message_bytes;  // PYTFCOMM_MAX_MESSAGE: cap on one frame's payload
   int log_level;              // PYTFCOMM_LOG_LEVEL: 0 error, 1 warn, 2 info, 3 debug
+  std::string transport;      // PYTFCOMM_TRANSPORT: auto | tcp | shm
+  int64_t shm_ring_bytes;     // PYTFCOMM_SHM_RING_BYTES: each shared-memory ring (power of 2)
+  int64_t shm_by_ref_bytes;   // PYTFCOMM_SHM_BYREF_BYTES: single-copy (CMA) from here; 0: off
 };
 
 // Parsed on first use; a malformed value throws a kConfig error naming it.

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/logging.h"
 #include "common/param.h"
+#include "transport/shm/connect.h"
 #include "transport/tcp/bootstrap.h"
 #include "transport/tcp/transport.h"
 
@@ -20,6 +21,7 @@ namespace {
 // long enough to cover a loopback round trip, short enough that an idle rank
 // stops using its core at once.
 constexpr int64_t kBusySpinUs = 50;
+constexpr int64_t kShmSpinUs = 1000;
 int64_t kYieldSpinUs = [] {
   const char* v = std::getenv("PYTFCOMM_YIELD_SPIN_US");
   return v ? std::atoll(v) : 200;
@@ -58,6 +60,7 @@ Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) 
   b.bind_host = o.bind_host;
   b.host_id = o.host_id;
   b.connect_timeout_s = o.connect_timeout_s > 0 ? o.connect_timeout_s : p.connect_timeout_s;
+  b.secret = o.secret;
   tcp::BootstrapResult boot = tcp::bootstrap(b);
   root_port_ = boot.root_port;
 
@@ -95,9 +98,28 @@ Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) 
   bool oversubscribed = static_cast<unsigned>(local_.size()) > cores;
   int64_t spin = p.spin_us >= 0 ? p.spin_us : (oversubscribed ? kYieldSpinUs : kBusySpinUs);
   bool yield_cpu = std::getenv("PYTFCOMM_NO_YIELD") == nullptr;
-  transport_ = std::make_unique<tcp::TcpTransport>(rank_, std::move(boot), spin, yield_cpu);
+  // Shared memory for the ranks of this host (auto/shm), TCP for the rest.
+  shm::Mode mode = shm::parse_mode(o.transport.empty() ? p.transport : o.transport);
+  shm::LocalLinks links = shm::connect_local_peers(
+      rank_, boot, mode, static_cast<size_t>(p.shm_ring_bytes),
+      static_cast<size_t>(p.shm_by_ref_bytes), deadline_after(b.connect_timeout_s));
+  // Waking a sleeping rank (futex, then an IPI to an idle vCPU) costs tens of
+  // microseconds, far more than a shared-memory hop: poll longer before that.
+  if (p.spin_us < 0 && links.own) spin = std::max(spin, kShmSpinUs);
+  // Shared memory needs no kernel help to move bytes. When every rank is on
+  // this host and has a core, poll without yielding: a yield hands the core
+  // to an unrelated process for a whole time slice. When ranks outnumber
+  // cores, keep yielding so the peer we wait for can run.
+  if (links.own && num_hosts_ == 1 && !oversubscribed && std::getenv("PYTFCOMM_YIELD") == nullptr) {
+    yield_cpu = false;
+  }
+  auto pt = std::make_unique<tcp::PairTransport>(rank_, std::move(boot), std::move(links), spin,
+                                                 yield_cpu);
+  int shm_peers = pt->shm_peers();
+  transport_ = std::move(pt);
   PTC_LOG(kInfo, "connected: rank ", rank_, " of ", size_, ", local ", local_.me, " of ",
-          local_.size(), ", ", num_hosts_, " host(s), spin ", spin, " us");
+          local_.size(), ", ", num_hosts_, " host(s), transport ", shm::mode_name(mode), " (",
+          shm_peers, " peer(s) over shared memory), spin ", spin, " us");
 }
 
 Communicator::~Communicator() { close(); }
@@ -113,7 +135,8 @@ bool Communicator::closed() const {
 
 void Communicator::close() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (closed_) return;
+  // After an error closed_ is already set but the transport (its epoll fd,
+  // shared memory) is still held: release it here too.
   closed_ = true;
   transport_.reset();  // closes every socket; peers see a clean EOF
 }
@@ -129,7 +152,7 @@ void Communicator::check_open() const {
 
 template <typename Body>
 void Communicator::run(CollectiveKind kind, const char* name, DType dtype, ReduceOp op, int root,
-                       size_t count, double timeout_s, Body body) {
+                       size_t count, double timeout_s, uint32_t shape_tag, Body body) {
   std::lock_guard<std::mutex> lock(mu_);
   check_open();
   transport::MessageMeta meta;
@@ -139,6 +162,7 @@ void Communicator::run(CollectiveKind kind, const char* name, DType dtype, Reduc
   meta.op = static_cast<uint8_t>(op);
   meta.root = root;
   meta.count = count;
+  meta.shape_tag = shape_tag;
   std::string context = str_cat(name, " #", meta.seq, " (", dtype_name(dtype), " x ", count, ")");
   transport_->set_context(context);
   transport_->set_deadline(deadline_after(timeout_s > 0 ? timeout_s : timeout_s_));
@@ -168,7 +192,7 @@ Algorithm Communicator::choose_allreduce(size_t bytes) const {
 }
 
 void Communicator::allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                             Algorithm algorithm, double timeout_s) {
+                             Algorithm algorithm, double timeout_s, uint32_t shape_tag) {
   PTC_CHECK_ARG(dtype != DType::kBool || op != ReduceOp::kMean,
                 "op 'mean' is not defined for bool; use 'max' (any) or 'min' (all)");
   size_t bytes = count * dtype_size(dtype);
@@ -180,7 +204,7 @@ void Communicator::allreduce(const void* in, void* out, size_t count, DType dtyp
   }
   last_algorithm_ = a;
   PTC_LOG(kDebug, "allreduce of ", bytes, " bytes: ", algorithm_name(a));
-  run(CollectiveKind::kAllreduce, "allreduce", dtype, op, 0, count, timeout_s,
+  run(CollectiveKind::kAllreduce, "allreduce", dtype, op, 0, count, timeout_s, shape_tag,
       [&](const algorithms::Context& c) {
         switch (a) {
           case Algorithm::kRecursiveDoubling:
@@ -198,38 +222,39 @@ void Communicator::allreduce(const void* in, void* out, size_t count, DType dtyp
       });
 }
 
-void Communicator::broadcast(void* buf, size_t count, DType dtype, int root, double timeout_s) {
+void Communicator::broadcast(void* buf, size_t count, DType dtype, int root, double timeout_s,
+                             uint32_t shape_tag) {
   PTC_CHECK_ARG(root >= 0 && root < size_, "root must be a rank in [0, ", size_, "), got ", root);
   run(CollectiveKind::kBroadcast, "broadcast", dtype, ReduceOp::kSum, root, count, timeout_s,
-      [&](const algorithms::Context& c) {
+      shape_tag, [&](const algorithms::Context& c) {
         algorithms::broadcast(c, world_, buf, count, dtype, root);
       });
 }
 
-void Communicator::allgather(const void* in, void* out, size_t count, DType dtype,
-                             double timeout_s) {
+void Communicator::allgather(const void* in, void* out, size_t count, DType dtype, double timeout_s,
+                             uint32_t shape_tag) {
   run(CollectiveKind::kAllgather, "allgather", dtype, ReduceOp::kSum, 0, count, timeout_s,
-      [&](const algorithms::Context& c) {
+      shape_tag, [&](const algorithms::Context& c) {
         algorithms::allgather(c, world_, in, out, count, dtype);
       });
 }
 
 void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                                  double timeout_s) {
+                                  double timeout_s, uint32_t shape_tag) {
   PTC_CHECK_ARG(dtype != DType::kBool || op != ReduceOp::kMean,
                 "op 'mean' is not defined for bool");
   PTC_CHECK_ARG(count % static_cast<size_t>(size_) == 0,
                 "reduce_scatter needs a length "
                 "divisible by the number of ranks (",
                 size_, "), got ", count, " elements");
-  run(CollectiveKind::kReduceScatter, "reduce_scatter", dtype, op, 0, count, timeout_s,
+  run(CollectiveKind::kReduceScatter, "reduce_scatter", dtype, op, 0, count, timeout_s, shape_tag,
       [&](const algorithms::Context& c) {
         algorithms::reduce_scatter(c, world_, in, out, count, dtype, op, size_);
       });
 }
 
 void Communicator::barrier(double timeout_s) {
-  run(CollectiveKind::kBarrier, "barrier", DType::kUInt8, ReduceOp::kSum, 0, 0, timeout_s,
+  run(CollectiveKind::kBarrier, "barrier", DType::kUInt8, ReduceOp::kSum, 0, 0, timeout_s, 0,
       [&](const algorithms::Context& c) { algorithms::barrier(c, world_); });
 }
 

@@ -29,6 +29,8 @@ struct CommOptions {
   std::string host_id;            // ranks with equal host_id are on one machine
   double connect_timeout_s = -1;  // <= 0: PYTFCOMM_CONNECT_TIMEOUT
   double timeout_s = -1;          // <= 0: PYTFCOMM_TIMEOUT
+  std::string secret;             // job secret for the handshake; "" = none
+  std::string transport;          // "auto" | "tcp" | "shm"; "": PYTFCOMM_TRANSPORT
 };
 
 class Communicator {
@@ -47,14 +49,17 @@ class Communicator {
   int root_port() const { return root_port_; }
   std::string host_of(int rank) const;
 
-  // timeout_s <= 0 means the communicator's default.
+  // timeout_s <= 0 means the communicator's default. shape_tag: a digest of
+  // the caller's array shape, compared across ranks (0: not given).
   void allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                 Algorithm algorithm, double timeout_s);
-  void broadcast(void* buf, size_t count, DType dtype, int root, double timeout_s);
-  void allgather(const void* in, void* out, size_t count, DType dtype, double timeout_s);
+                 Algorithm algorithm, double timeout_s, uint32_t shape_tag = 0);
+  void broadcast(void* buf, size_t count, DType dtype, int root, double timeout_s,
+                 uint32_t shape_tag = 0);
+  void allgather(const void* in, void* out, size_t count, DType dtype, double timeout_s,
+                 uint32_t shape_tag = 0);
   // count: elements of `in`; `out` gets count / size elements.
   void reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                      double timeout_s);
+                      double timeout_s, uint32_t shape_tag = 0);
   void barrier(double timeout_s);
 
   // The algorithm "auto" would pick for an all-reduce of `bytes`.
@@ -67,7 +72,7 @@ class Communicator {
  private:
   template <typename Body>
   void run(algorithms::CollectiveKind kind, const char* name, DType dtype, ReduceOp op, int root,
-           size_t count, double timeout_s, Body body);
+           size_t count, double timeout_s, uint32_t shape_tag, Body body);
   void check_open() const;
 
   int rank_;

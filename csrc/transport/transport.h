@@ -24,14 +24,14 @@ struct MessageMeta {
   uint8_t op = 0;     // ReduceOp
   uint8_t phase = 0;  // algorithm and phase inside a composed algorithm
   int32_t root = 0;
-  uint32_t reserved = 0;
-  uint64_t count = 0;  // the collective's element count as the caller gave it
+  uint32_t shape_tag = 0;  // 32-bit digest of the caller's shape (0: not given)
+  uint64_t count = 0;      // the collective's element count as the caller gave it
 };
 static_assert(sizeof(MessageMeta) == 24, "MessageMeta is part of the wire format");
 
 inline bool operator==(const MessageMeta& a, const MessageMeta& b) {
   return a.seq == b.seq && a.kind == b.kind && a.dtype == b.dtype && a.op == b.op &&
-         a.phase == b.phase && a.root == b.root && a.count == b.count;
+         a.phase == b.phase && a.root == b.root && a.shape_tag == b.shape_tag && a.count == b.count;
 }
 
 // Identifies a posted operation; valid until the transport is destroyed.

@@ -10,11 +10,12 @@ namespace pytfcomm::wire {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format assumes little endian");
 
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;                 // 2: challenge-response handshake
 constexpr uint64_t kHelloMagic = 0x314d4d4f43465450ULL;  // "PTFCOMM1"
 constexpr uint32_t kDataMagic = 0x41544144;              // "DATA"
 constexpr uint32_t kAbortMagic = 0x54524241;             // "ABRT"
 constexpr uint32_t kMaxAbortReason = 4096;
+constexpr uint32_t kMaxJoinError = 4096;
 
 // Precedes every message on an established connection.
 struct FrameHeader {
@@ -46,6 +47,7 @@ struct Hello {
   char listen_host[kMaxHost];  // NUL-terminated
   char host_id[kMaxHostId];    // NUL-terminated
 };
+static_assert(sizeof(Hello) == 448, "Hello layout is the wire format (no padding)");
 
 // Rank 0's answer to a kJoin: status, then `size` PeerEntry records.
 struct JoinReply {
@@ -55,6 +57,48 @@ struct JoinReply {
   uint32_t message_len;
   uint32_t reserved;
 };
+
+// Set in Hello::flags and Challenge::flags by a side that holds a job secret.
+constexpr uint32_t kFlagAuth = 1;
+constexpr uint32_t kChallengeMagic = 0x4c4c4843;  // "CHLL"
+constexpr uint32_t kProofMagic = 0x464f5250;      // "PROF"
+constexpr uint32_t kConfirmMagic = 0x4d524643;    // "CFRM"
+constexpr int kMacBytes = 32;
+
+enum class HandshakeStatus : uint32_t {
+  kOk = 0,
+  kSecretRequired = 1,    // the acceptor has a secret, the connector has none
+  kSecretUnexpected = 2,  // the connector has a secret, the acceptor has none
+  kBadProof = 3,          // the connector's MAC did not verify
+};
+
+// The handshake after a Hello (docs/security.md): the acceptor answers with a
+// Challenge (its nonce), the connector proves it knows the secret first
+// (Proof), and only then does the acceptor prove itself (Confirm). A stranger
+// who connects to a listener therefore never obtains a MAC to guess the
+// secret from offline. Without a job secret the MACs are all zero.
+struct Challenge {
+  uint32_t magic;   // kChallengeMagic
+  uint32_t status;  // HandshakeStatus
+  uint32_t flags;   // kFlagAuth when the acceptor holds a secret
+  int32_t rank;     // the acceptor's rank, bound into the MACs
+  uint8_t nonce[32];
+};
+static_assert(sizeof(Challenge) == 48, "Challenge layout is the wire format");
+
+struct Proof {
+  uint32_t magic;  // kProofMagic
+  uint32_t reserved;
+  uint8_t mac[kMacBytes];
+};
+static_assert(sizeof(Proof) == 40, "Proof layout is the wire format");
+
+struct Confirm {
+  uint32_t magic;   // kConfirmMagic
+  uint32_t status;  // kOk or kBadProof
+  uint8_t mac[kMacBytes];
+};
+static_assert(sizeof(Confirm) == 40, "Confirm layout is the wire format");
 
 struct PeerEntry {
   int32_t rank;

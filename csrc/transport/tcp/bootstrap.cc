@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "transport/tcp/handshake.h"
 #include "transport/wire.h"
+#include "transport/wire_check.h"
 
 namespace pytfcomm::tcp {
 namespace {
@@ -33,7 +34,7 @@ void send_reply_error(int fd, const std::string& msg, TimePoint deadline) {
   wire::JoinReply r{};
   r.magic = wire::kHelloMagic;
   r.status = 1;
-  r.message_len = static_cast<uint32_t>(std::min<size_t>(msg.size(), 4096));
+  r.message_len = static_cast<uint32_t>(std::min<size_t>(msg.size(), wire::kMaxJoinError));
   try {
     write_all(fd, &r, sizeof(r), deadline, "a joining rank");
     write_all(fd, msg.data(), r.message_len, deadline, "a joining rank");
@@ -76,8 +77,11 @@ BootstrapResult run_root(const BootstrapOptions& o, TimePoint deadline) {
     for (auto& p : accepted) send_reply_error(p.fd.get(), why, deadline_after(1));
     send_reply_error(offender, why, deadline_after(1));
   };
-  joined =
-      accept_peers(listener.get(), o.size - 1, check, deadline, "rank 0's rendezvous", on_fatal);
+  // Only authenticated hellos reach `check`, so a stranger cannot abort the
+  // job by claiming a taken rank or a wrong size.
+  AuthConfig auth{o.secret, 0};
+  joined = accept_peers(listener.get(), o.size - 1, auth, check, deadline, "rank 0's rendezvous",
+                        on_fatal);
   std::vector<wire::PeerEntry> table(o.size);
   table[0] = make_entry(0, o.root_host, bound.port(), o.host_id);
   for (auto& p : joined) {
@@ -109,35 +113,32 @@ BootstrapResult run_member(const BootstrapOptions& o, TimePoint deadline) {
   Fd listener;
   SockAddr bound;
   if (o.rank < o.size - 1) listener = listen_on(bind_host, 0, &bound);
-  wire::Hello hello = make_hello(wire::HelloPurpose::kJoin, o.rank, o.size,
-                                 listener.valid() ? bound.port() : 0, bind_host, o.host_id);
-  write_all(to_root.get(), &hello, sizeof(hello), deadline, root_name);
+  AuthConfig auth{o.secret, o.rank};
+  wire::Hello hello =
+      make_hello(wire::HelloPurpose::kJoin, o.rank, o.size, listener.valid() ? bound.port() : 0,
+                 bind_host, o.host_id, !o.secret.empty());
+  connect_handshake(to_root.get(), hello, auth, 0, deadline, root_name);
   wire::JoinReply reply{};
   read_all(to_root.get(), &reply, sizeof(reply), deadline, root_name);
-  if (reply.magic != wire::kHelloMagic) {
-    PTC_THROW(kConfig, root_name,
-              " answered with something that is not pytfcomm: is "
-              "PYTFCOMM_ADDR pointing at another service (a TF gRPC port, say)?");
-  }
-  if (reply.status != 0) {
-    std::string msg(std::min<uint32_t>(reply.message_len, 4096), '\0');
+  if (reply.magic == wire::kHelloMagic && reply.status != 0) {
+    std::string msg(std::min<uint32_t>(reply.message_len, wire::kMaxJoinError), '\0');
     read_all(to_root.get(), msg.data(), msg.size(), deadline, root_name);
+    for (char& c : msg) {
+      if (static_cast<unsigned char>(c) < 0x20) c = '?';
+    }
     PTC_THROW(kConfig, "rank 0 refused this rank: ", msg);
   }
-  if (reply.size != o.size) {
-    PTC_THROW(kConfig, "rank 0 runs a job of size ", reply.size, " but this rank was given size ",
-              o.size, ": start every rank with the same size");
-  }
+  std::string why = wire::check_join_reply(reply, o.size);
+  if (!why.empty()) PTC_THROW(kConfig, root_name, " ", why);
+  // The table's length is our own size, checked equal to rank 0's above.
   std::vector<wire::PeerEntry> table(o.size);
   read_all(to_root.get(), table.data(), table.size() * sizeof(wire::PeerEntry), deadline,
            root_name);
   res.peers.resize(o.size);
   for (int r = 0; r < o.size; ++r) {
-    auto& e = table[r];
-    if (e.rank != r || std::memchr(e.host, 0, wire::kMaxHost) == nullptr ||
-        std::memchr(e.host_id, 0, wire::kMaxHostId) == nullptr || e.port > 65535) {
-      PTC_THROW(kPeerLost, "malformed address table from ", root_name);
-    }
+    const auto& e = table[r];
+    why = wire::check_peer_entry(e, r);
+    if (!why.empty()) PTC_THROW(kPeerLost, "malformed address table from ", root_name, ": ", why);
     res.peers[r] = {r, e.host, static_cast<uint16_t>(e.port), e.host_id};
   }
   res.peers[0].host = o.root_host;  // reach rank 0 the way we already do
@@ -148,8 +149,9 @@ BootstrapResult run_member(const BootstrapOptions& o, TimePoint deadline) {
     SockAddr a = resolve(res.peers[r].host, res.peers[r].port);
     std::string what = str_cat("rank ", r, " (", a.to_string(), ")");
     Fd fd = connect_with_retry(a, deadline, what);
-    wire::Hello h = make_hello(wire::HelloPurpose::kData, o.rank, o.size, 0, bind_host, o.host_id);
-    write_all(fd.get(), &h, sizeof(h), deadline, what);
+    wire::Hello h = make_hello(wire::HelloPurpose::kData, o.rank, o.size, 0, bind_host, o.host_id,
+                               !o.secret.empty());
+    connect_handshake(fd.get(), h, auth, r, deadline, what);
     res.fds[r] = std::move(fd);
   }
   if (o.rank < o.size - 1) {
@@ -161,7 +163,7 @@ BootstrapResult run_member(const BootstrapOptions& o, TimePoint deadline) {
       seen.insert(h.rank);
       return "";
     };
-    auto accepted = accept_peers(listener.get(), o.size - 1 - o.rank, check, deadline,
+    auto accepted = accept_peers(listener.get(), o.size - 1 - o.rank, auth, check, deadline,
                                  str_cat("rank ", o.rank, "'s listener"));
     for (auto& p : accepted) res.fds[p.hello.rank] = std::move(p.fd);
   }

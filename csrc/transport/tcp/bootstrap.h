@@ -20,6 +20,7 @@ struct BootstrapOptions {
   std::string bind_host;  // this rank's listener; "" = the address that routes to rank 0
   std::string host_id;    // ranks with equal host_id share a machine
   double connect_timeout_s = 120;
+  std::string secret;  // PYTFCOMM_SECRET; "" = no authentication (docs/security.md)
 };
 
 struct PeerInfo {

@@ -3,32 +3,121 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
 
 #include "common/error.h"
 #include "common/logging.h"
+#include "transport/wire_check.h"
 
 namespace pytfcomm::tcp {
 namespace {
 
-// A connection still sending its hello. Each has a deadline of its own so
+// A connection still in its handshake. Each has a deadline of its own so
 // that a slow or silent client cannot hold up the rest.
 struct Pending {
   Fd fd;
   SockAddr from;
-  wire::Hello hello{};
-  size_t got = 0;
+  AcceptorSession session;
   TimePoint deadline;
 };
 
-constexpr double kHelloSeconds = 10.0;
+constexpr double kHandshakeSeconds = 10.0;
+// Half-open handshakes kept at once; past this the oldest is dropped, so a
+// flood costs bounded memory and descriptors while fresh (legitimate, fast)
+// connections still get through.
+constexpr size_t kMaxPending = 256;
+
+void fill_random(uint8_t* p, size_t n) {
+  std::random_device rd;  // getrandom()/urandom on Linux
+  for (size_t i = 0; i < n; i += 4) {
+    uint32_t v = rd();
+    std::memcpy(p + i, &v, std::min<size_t>(4, n - i));
+  }
+}
+
+template <typename T>
+std::string bytes_of(const T& v) {
+  return std::string(reinterpret_cast<const char*>(&v), sizeof(v));
+}
 
 }  // namespace
 
+size_t AcceptorSession::wanted() const {
+  if (state_ == State::kHello) return sizeof(hello_) - got_;
+  if (state_ == State::kProof) return sizeof(proof_) - got_;
+  return 0;
+}
+
+void AcceptorSession::consume(const uint8_t* data, size_t n) {
+  n = std::min(n, wanted());
+  if (n == 0) return;
+  auto* dst = state_ == State::kHello ? reinterpret_cast<uint8_t*>(&hello_)
+                                      : reinterpret_cast<uint8_t*>(&proof_);
+  std::memcpy(dst + got_, data, n);
+  size_t before = got_;
+  got_ += n;
+  if (state_ == State::kHello) {
+    // Reject a wrong magic as soon as its 8 bytes are in.
+    if (before < sizeof(uint64_t) && got_ >= sizeof(uint64_t) &&
+        hello_.magic != wire::kHelloMagic) {
+      return fail("not a pytfcomm connection (bad magic number)");
+    }
+    if (got_ == sizeof(hello_)) on_hello();
+  } else if (got_ == sizeof(proof_)) {
+    on_proof();
+  }
+}
+
+void AcceptorSession::on_hello() {
+  std::string why = wire::check_hello(hello_);
+  if (!why.empty()) return fail(why);
+  bool have = !auth_->secret.empty();
+  bool peer = (hello_.flags & wire::kFlagAuth) != 0;
+  challenge_.magic = wire::kChallengeMagic;
+  challenge_.flags = have ? wire::kFlagAuth : 0;
+  challenge_.rank = auth_->rank;
+  if (peer != have) {
+    // Tell a rank of our own job what is wrong; this reveals nothing secret.
+    challenge_.status = static_cast<uint32_t>(have ? wire::HandshakeStatus::kSecretRequired
+                                                   : wire::HandshakeStatus::kSecretUnexpected);
+    outbox_ = bytes_of(challenge_);
+    return fail(have ? "failed authentication: it has no job secret (PYTFCOMM_SECRET)"
+                     : "it uses a job secret but this rank has none (PYTFCOMM_SECRET)");
+  }
+  challenge_.status = static_cast<uint32_t>(wire::HandshakeStatus::kOk);
+  fill_random(challenge_.nonce, sizeof(challenge_.nonce));
+  outbox_ = bytes_of(challenge_);
+  state_ = State::kProof;
+  got_ = 0;
+}
+
+void AcceptorSession::on_proof() {
+  if (proof_.magic != wire::kProofMagic) return fail("bad handshake proof (not pytfcomm)");
+  wire::Confirm confirm{};
+  confirm.magic = wire::kConfirmMagic;
+  const std::string& secret = auth_->secret;
+  if (!secret.empty()) {
+    if (!wire::verify_mac(secret, wire::Role::kConnector, hello_, challenge_, proof_.mac)) {
+      confirm.status = static_cast<uint32_t>(wire::HandshakeStatus::kBadProof);
+      outbox_ = bytes_of(confirm);
+      return fail(
+          "failed authentication: wrong job secret (PYTFCOMM_SECRET) or a replayed handshake");
+    }
+    // Only a connector that proved itself learns a MAC of ours.
+    Digest mac = wire::handshake_mac(secret, wire::Role::kAcceptor, hello_, challenge_);
+    std::memcpy(confirm.mac, mac.data(), mac.size());
+  }
+  confirm.status = static_cast<uint32_t>(wire::HandshakeStatus::kOk);
+  outbox_ = bytes_of(confirm);
+  state_ = State::kDone;
+}
+
 wire::Hello make_hello(wire::HelloPurpose purpose, int rank, int size, uint16_t listen_port,
-                       const std::string& listen_host, const std::string& host_id) {
+                       const std::string& listen_host, const std::string& host_id,
+                       bool with_secret) {
   wire::Hello h{};
   h.magic = wire::kHelloMagic;
   h.version = wire::kProtocolVersion;
@@ -36,106 +125,136 @@ wire::Hello make_hello(wire::HelloPurpose purpose, int rank, int size, uint16_t 
   h.rank = rank;
   h.size = size;
   h.listen_port = listen_port;
-  std::random_device rd;
-  for (auto& b : h.nonce) b = static_cast<uint8_t>(rd());
+  h.flags = with_secret ? wire::kFlagAuth : 0;
+  fill_random(h.nonce, sizeof(h.nonce));
   std::strncpy(h.listen_host, listen_host.c_str(), wire::kMaxHost - 1);
   std::strncpy(h.host_id, host_id.c_str(), wire::kMaxHostId - 1);
   return h;
 }
 
-std::string validate_hello(const wire::Hello& h) {
-  if (h.magic != wire::kHelloMagic) return "not a pytfcomm connection (bad magic number)";
-  if (h.version != wire::kProtocolVersion) {
-    return str_cat("protocol version ", h.version, " but this build speaks ",
-                   wire::kProtocolVersion, " (mixed pytfcomm versions in one job?)");
+void connect_handshake(int fd, const wire::Hello& hello, const AuthConfig& auth, int peer_rank,
+                       TimePoint deadline, const std::string& what) {
+  write_all(fd, &hello, sizeof(hello), deadline, what);
+  wire::Challenge ch{};
+  read_all(fd, &ch, sizeof(ch), deadline, what);
+  bool have = !auth.secret.empty();
+  std::string why = wire::check_challenge(ch, peer_rank, have);
+  if (!why.empty()) {
+    if (ch.magic != wire::kChallengeMagic) {
+      PTC_THROW(kConfig, what, " ", why, ": is the address pointing at another service?");
+    }
+    PTC_THROW(kAuth, "cannot connect to ", what, ": ", why);
   }
-  if (h.purpose != static_cast<uint32_t>(wire::HelloPurpose::kJoin) &&
-      h.purpose != static_cast<uint32_t>(wire::HelloPurpose::kData)) {
-    return str_cat("unknown connection purpose ", h.purpose);
+  wire::Proof proof{};
+  proof.magic = wire::kProofMagic;
+  if (have) {
+    Digest mac = wire::handshake_mac(auth.secret, wire::Role::kConnector, hello, ch);
+    std::memcpy(proof.mac, mac.data(), mac.size());
   }
-  if (std::memchr(h.listen_host, 0, wire::kMaxHost) == nullptr ||
-      std::memchr(h.host_id, 0, wire::kMaxHostId) == nullptr) {
-    return "unterminated string in hello";
+  write_all(fd, &proof, sizeof(proof), deadline, what);
+  wire::Confirm confirm{};
+  read_all(fd, &confirm, sizeof(confirm), deadline, what);
+  why = wire::check_confirm(confirm);
+  if (!why.empty()) PTC_THROW(kAuth, "cannot connect to ", what, ": ", why);
+  if (have && !wire::verify_mac(auth.secret, wire::Role::kAcceptor, hello, ch, confirm.mac)) {
+    PTC_THROW(kAuth, what,
+              " failed to prove it knows the job secret: PYTFCOMM_SECRET differs between "
+              "ranks, or something other than this job's rank answers at that address");
   }
-  if (h.size < 1 || h.rank < 0 || h.rank >= h.size) {
-    return str_cat("impossible rank ", h.rank, " of size ", h.size);
-  }
-  if (h.listen_port > 65535) return "bad port";
-  return "";
 }
 
-std::vector<AcceptedPeer> accept_peers(int listener, int count, const HelloCheck& check,
-                                       TimePoint deadline, const std::string& what,
-                                       const FatalHook& on_fatal) {
+std::vector<AcceptedPeer> accept_peers(int listener, int count, const AuthConfig& auth,
+                                       const HelloCheck& check, TimePoint deadline,
+                                       const std::string& what, const FatalHook& on_fatal) {
   std::vector<AcceptedPeer> done;
   std::vector<Pending> pending;
+  auto drop = [&](size_t i, const std::string& why) {
+    PTC_LOG(kWarn, "refused connection from ", pending[i].from.to_string(), " to ", what, ": ",
+            why);
+    pending.erase(pending.begin() + static_cast<long>(i));
+  };
   while (static_cast<int>(done.size()) < count) {
     auto now = Clock::now();
     if (now >= deadline) {
       PTC_THROW(kTimeout, "timed out waiting for ", count - static_cast<int>(done.size()),
                 " more rank(s) to connect to ", what,
-                "; are all ranks started with the same size and rendezvous address? (raise "
-                "PYTFCOMM_CONNECT_TIMEOUT if they start far apart)");
+                "; are all ranks started with the same size, rendezvous address and "
+                "PYTFCOMM_SECRET? (raise PYTFCOMM_CONNECT_TIMEOUT if they start far apart)");
     }
-    // Drop handshakes past their own deadline.
     for (size_t i = 0; i < pending.size();) {
       if (now >= pending[i].deadline) {
-        PTC_LOG(kWarn, "dropping connection from ", pending[i].from.to_string(), " to ", what,
-                ": no complete hello within ", kHelloSeconds, " s");
-        pending.erase(pending.begin() + static_cast<long>(i));
+        drop(i, str_cat("no complete handshake within ", kHandshakeSeconds, " s"));
       } else {
         ++i;
       }
     }
     std::vector<pollfd> pfds;
     pfds.push_back({listener, POLLIN, 0});
-    for (auto& p : pending) pfds.push_back({p.fd.get(), POLLIN, 0});
+    for (auto& p : pending) {
+      short ev = POLLIN;
+      if (!p.session.outbox().empty()) ev |= POLLOUT;
+      pfds.push_back({p.fd.get(), ev, 0});
+    }
     int rc = ::poll(pfds.data(), pfds.size(), millis_until(deadline, 100));
     if (rc < 0 && errno != EINTR) PTC_THROW(kInternal, "poll failed: ", std::strerror(errno));
     if (rc <= 0) continue;
     if (pfds[0].revents & POLLIN) {
       for (int i = 0; i < 64; ++i) {  // drain the backlog, bounded
-        Pending p;
-        p.fd = accept_one(listener, &p.from);
-        if (!p.fd.valid()) break;
-        p.deadline = std::min(deadline, deadline_after(kHelloSeconds));
-        pending.push_back(std::move(p));
+        SockAddr from;
+        Fd fd = accept_one(listener, &from);
+        if (!fd.valid()) break;
+        if (pending.size() >= kMaxPending) drop(0, "too many handshakes in progress");
+        pending.push_back({std::move(fd), from, AcceptorSession(auth),
+                           std::min(deadline, deadline_after(kHandshakeSeconds))});
       }
     }
     for (size_t i = 0; i < pending.size();) {
       Pending& p = pending[i];
-      auto* dst = reinterpret_cast<char*>(&p.hello) + p.got;
-      ssize_t r = ::recv(p.fd.get(), dst, sizeof(wire::Hello) - p.got, 0);
-      std::string drop;
-      if (r > 0) {
-        p.got += static_cast<size_t>(r);
-        // Reject a wrong magic as soon as its 8 bytes are in.
-        if (p.got >= sizeof(uint64_t) && p.hello.magic != wire::kHelloMagic) {
-          drop = "not a pytfcomm connection (bad magic number)";
-        } else if (p.got == sizeof(wire::Hello)) {
-          drop = validate_hello(p.hello);
-          if (drop.empty()) {
-            try {
-              drop = check(p.hello, p.from);
-            } catch (const Error& e) {
-              if (e.kind() == ErrorKind::kConfig && on_fatal) on_fatal(done, p.fd.get(), e.what());
-              throw;
-            }
-          }
-          if (drop.empty()) {
-            done.push_back({std::move(p.fd), p.hello, p.from});
-            pending.erase(pending.begin() + static_cast<long>(i));
-            continue;
-          }
+      std::string& out = p.session.outbox();
+      std::string why;
+      uint8_t buf[512];
+      while (p.session.wanted() > 0) {
+        ssize_t r = ::recv(p.fd.get(), buf, std::min(sizeof(buf), p.session.wanted()), 0);
+        if (r > 0) {
+          p.session.consume(buf, static_cast<size_t>(r));
+        } else if (r == 0) {
+          why = p.session.state() == AcceptorSession::State::kProof
+                    ? "closed during authentication (a rank with another PYTFCOMM_SECRET?)"
+                    : "closed before completing its handshake";
+          break;
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          why = std::strerror(errno);
+          break;
+        } else {
+          break;
         }
-      } else if (r == 0) {
-        drop = "closed before completing its hello";
-      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        drop = std::strerror(errno);
       }
-      if (!drop.empty()) {
-        PTC_LOG(kWarn, "refused connection from ", p.from.to_string(), " to ", what, ": ", drop);
-        pending.erase(pending.begin() + static_cast<long>(i));
+      // Messages are tiny: one non-blocking send nearly always takes all.
+      if (!out.empty()) {
+        ssize_t w = ::send(p.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) out.erase(0, static_cast<size_t>(w));
+        if (w < 0 && why.empty() && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          why = std::strerror(errno);
+        }
+      }
+      if (why.empty() && p.session.state() == AcceptorSession::State::kFailed) {
+        why = p.session.error();
+      }
+      if (why.empty() && p.session.state() == AcceptorSession::State::kDone && out.empty()) {
+        try {
+          why = check(p.session.hello(), p.from);
+        } catch (const Error& e) {
+          if (e.kind() == ErrorKind::kConfig && on_fatal) on_fatal(done, p.fd.get(), e.what());
+          throw;
+        }
+        if (why.empty()) {
+          done.push_back({std::move(p.fd), p.session.hello(), p.from});
+          pending.erase(pending.begin() + static_cast<long>(i));
+          continue;
+        }
+      }
+      if (!why.empty()) {
+        drop(i, why);
         continue;
       }
       ++i;

@@ -1,7 +1,10 @@
-// Accepting connections during bootstrap: many at once, each with its own
-// deadline and strict validation, so a stray or hostile client (random
-// bytes, a wrong protocol, a stalled sender) is dropped and logged while the
-// job's own ranks get through.
+// Connection handshakes during bootstrap (docs/security.md). The acceptor
+// side serves many connections at once, each with its own deadline and
+// strict validation, so a stray or hostile client (random bytes, a wrong
+// protocol or secret, a stalled sender) is dropped and logged while the
+// job's own ranks get through. The per-connection protocol is a pure state
+// machine (AcceptorSession) so the fuzz targets drive the exact code the
+// listener runs.
 #pragma once
 
 #include <functional>
@@ -13,15 +16,57 @@
 
 namespace pytfcomm::tcp {
 
+struct AuthConfig {
+  std::string secret;  // "" = no job secret: magic/version checks only
+  int rank = 0;        // this process's rank (an acceptor names itself with it)
+};
+
+// One accepted connection's handshake, fed with the bytes that arrive.
+class AcceptorSession {
+ public:
+  enum class State { kHello, kProof, kDone, kFailed };
+
+  explicit AcceptorSession(const AuthConfig& auth) : auth_(&auth) {}
+
+  // How many more bytes the current message needs; read no more than this,
+  // since what follows the handshake belongs to the data stream.
+  size_t wanted() const;
+  // Consume up to wanted() bytes.
+  void consume(const uint8_t* data, size_t n);
+  // Bytes to send to the peer now (challenge, confirmation, refusal notice).
+  std::string& outbox() { return outbox_; }
+
+  State state() const { return state_; }
+  const std::string& error() const { return error_; }
+  const wire::Hello& hello() const { return hello_; }
+
+ private:
+  void on_hello();
+  void on_proof();
+  void fail(std::string why) {
+    state_ = State::kFailed;
+    error_ = std::move(why);
+  }
+
+  const AuthConfig* auth_;
+  State state_ = State::kHello;
+  wire::Hello hello_{};
+  wire::Challenge challenge_{};
+  wire::Proof proof_{};
+  size_t got_ = 0;
+  std::string outbox_;
+  std::string error_;
+};
+
 struct AcceptedPeer {
   Fd fd;
   wire::Hello hello{};
   SockAddr from;
 };
 
-// Returns an empty string when `hello` is acceptable, else why it is not.
-// A kConfig error thrown from it aborts the whole accept (a rank of our own
-// job misconfigured); a returned reason just drops that one connection.
+// Job-level check of an authenticated hello. Returns "" when acceptable,
+// else why not (that connection is dropped). A kConfig error thrown from it
+// aborts the whole accept (a rank of our own job is misconfigured).
 using HelloCheck = std::function<std::string(const wire::Hello&, const SockAddr&)>;
 
 // Called before a kConfig error from `check` propagates, with the peers
@@ -29,16 +74,22 @@ using HelloCheck = std::function<std::string(const wire::Hello&, const SockAddr&
 using FatalHook = std::function<void(std::vector<AcceptedPeer>& accepted, int offender_fd,
                                      const std::string& why)>;
 
-// Accept until `count` connections passed `check`, or throw at `deadline`.
-std::vector<AcceptedPeer> accept_peers(int listener, int count, const HelloCheck& check,
-                                       TimePoint deadline, const std::string& what,
+// Accept until `count` connections completed the handshake and passed
+// `check`, or throw at `deadline`.
+std::vector<AcceptedPeer> accept_peers(int listener, int count, const AuthConfig& auth,
+                                       const HelloCheck& check, TimePoint deadline,
+                                       const std::string& what,
                                        const FatalHook& on_fatal = nullptr);
 
-wire::Hello make_hello(wire::HelloPurpose purpose, int rank, int size, uint16_t listen_port,
-                       const std::string& listen_host, const std::string& host_id);
+// The connector's side: send `hello`, prove we hold the secret, then check
+// that the acceptor is rank `peer_rank` and (with a secret) proves it too.
+// Throws kAuth on an authentication failure, kConfig when the peer is not
+// pytfcomm.
+void connect_handshake(int fd, const wire::Hello& hello, const AuthConfig& auth, int peer_rank,
+                       TimePoint deadline, const std::string& what);
 
-// Structural validation shared by every receiver: magic, version, purpose,
-// NUL-terminated strings. Returns "" when fine.
-std::string validate_hello(const wire::Hello& h);
+wire::Hello make_hello(wire::HelloPurpose purpose, int rank, int size, uint16_t listen_port,
+                       const std::string& listen_host, const std::string& host_id,
+                       bool with_secret);
 
 }  // namespace pytfcomm::tcp

@@ -1,6 +1,5 @@
 #include "transport/tcp/pair.h"
 
-#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <cerrno>
@@ -8,6 +7,7 @@
 
 #include "common/dtype.h"
 #include "common/error.h"
+#include "transport/wire_check.h"
 
 namespace pytfcomm::tcp {
 namespace {
@@ -16,15 +16,17 @@ std::string describe_meta(const transport::MessageMeta& m, uint64_t nbytes) {
   return str_cat("collective #", m.seq, " kind ", int(m.kind), " phase ", int(m.phase), " dtype ",
                  valid_dtype(m.dtype) ? dtype_name(static_cast<DType>(m.dtype)) : "?", " op ",
                  valid_op(m.op) ? op_name(static_cast<ReduceOp>(m.op)) : "?", " root ", m.root,
-                 " count ", m.count, " (", nbytes, " bytes in this message)");
+                 " count ", m.count, " shape tag ", m.shape_tag, " (", nbytes,
+                 " bytes in this message)");
 }
 
 bool would_block(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
 }  // namespace
 
-Pair::Pair(int peer, Fd fd, std::string name, uint64_t max_message)
-    : peer_(peer), fd_(std::move(fd)), name_(std::move(name)), max_message_(max_message) {}
+Pair::Pair(int peer, std::unique_ptr<transport::ByteStream> stream, std::string name,
+           uint64_t max_message)
+    : peer_(peer), stream_(std::move(stream)), name_(std::move(name)), max_message_(max_message) {}
 
 uint64_t Pair::post_send(const void* data, size_t nbytes, const transport::MessageMeta& meta) {
   Op op{static_cast<char*>(const_cast<void*>(data)), nbytes, 0, {}};
@@ -53,6 +55,7 @@ void Pair::fail_lost(const std::string& context, const std::string& why) {
 bool Pair::progress(const std::string& context) {
   bool moved = false;
   if (!sends_.empty()) moved |= progress_send(context);
+  if (!unreleased_.empty()) moved |= complete_released(context);
   if (!recvs_.empty()) moved |= progress_recv(context);
   return moved;
 }
@@ -68,12 +71,8 @@ bool Pair::progress_send(const std::string& context) {
                   sizeof(wire::FrameHeader) - send_header_done_};
     }
     if (op.done < op.nbytes) iov[n++] = {op.data + op.done, op.nbytes - op.done};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = n;
-    ssize_t w = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
+    ssize_t w = stream_->writev_some(iov, n);
     if (w < 0) {
-      if (errno == EINTR) continue;
       if (would_block(errno)) return moved;
       fail_lost(context, str_cat("send failed: ", std::strerror(errno)));
     }
@@ -85,30 +84,56 @@ bool Pair::progress_send(const std::string& context) {
     op.done += left;
     if (send_header_done_ == sizeof(wire::FrameHeader) && op.done == op.nbytes) {
       sends_.pop_front();
-      ++sends_done_;
       send_header_done_ = 0;
+      uint64_t ticket = stream_->release_ticket();
+      if (unreleased_.empty() && ticket <= stream_->released()) {
+        ++sends_done_;
+      } else {
+        unreleased_.push_back(ticket);
+      }
     }
+  }
+  return moved;
+}
+
+bool Pair::complete_released(const std::string& context) {
+  uint64_t released = stream_->released();
+  bool moved = false;
+  while (!unreleased_.empty() && unreleased_.front() <= released) {
+    unreleased_.pop_front();
+    ++sends_done_;
+    moved = true;
+  }
+  if (!unreleased_.empty() && stream_->peer_gone()) {
+    eof_ = true;
+    fail_lost(context, "it went away before it had read a message sent to it");
   }
   return moved;
 }
 
 void Pair::check_header(const Op& op, const std::string& context) {
   const wire::FrameHeader& h = in_header_;
-  if (h.magic == wire::kAbortMagic) read_abort_and_throw(context);
-  if (h.magic != wire::kDataMagic) {
-    fail_lost(context, "it sent bytes that are not a pytfcomm frame (corrupt stream)");
+  switch (wire::check_frame(h, op.header.meta, op.nbytes, max_message_)) {
+    case wire::FrameVerdict::kOk:
+      return;
+    case wire::FrameVerdict::kAbort:
+      read_abort_and_throw(context);
+    case wire::FrameVerdict::kNotAFrame:
+      fail_lost(context, "it sent bytes that are not a pytfcomm frame (corrupt stream)");
+    case wire::FrameVerdict::kTooLarge:
+      PTC_THROW(kMismatch, name_, " announced a ", h.nbytes, "-byte message during ", context,
+                ", over the limit PYTFCOMM_MAX_MESSAGE=", max_message_);
+    case wire::FrameVerdict::kMismatch:
+      break;
   }
-  if (h.nbytes > max_message_) {
-    PTC_THROW(kMismatch, name_, " announced a ", h.nbytes, "-byte message during ", context,
-              ", over the limit PYTFCOMM_MAX_MESSAGE=", max_message_);
-  }
-  if (!(h.meta == op.header.meta) || h.nbytes != op.nbytes) {
-    PTC_THROW(kMismatch, "ranks disagree during ", context, ": ", name_, " sent ",
-              describe_meta(h.meta, h.nbytes), " but this rank expected ",
-              describe_meta(op.header.meta, op.nbytes),
-              ". Every rank must call the same collectives in the same order with the same "
-              "dtype, element count, op and root");
-  }
+  transport::MessageMeta same_but_shape = h.meta;
+  same_but_shape.shape_tag = op.header.meta.shape_tag;
+  bool only_shape = same_but_shape == op.header.meta && h.nbytes == op.nbytes;
+  PTC_THROW(kMismatch, "ranks disagree", only_shape ? " on the array shape" : "", " during ",
+            context, ": ", name_, " sent ", describe_meta(h.meta, h.nbytes),
+            " but this rank expected ", describe_meta(op.header.meta, op.nbytes),
+            ". Every rank must call the same collectives in the same order with the same "
+            "dtype, shape, element count, op and root");
 }
 
 bool Pair::progress_recv(const std::string& context) {
@@ -116,14 +141,13 @@ bool Pair::progress_recv(const std::string& context) {
   while (!recvs_.empty()) {
     Op& op = recvs_.front();
     if (in_header_got_ < sizeof(wire::FrameHeader)) {
-      ssize_t r = ::recv(fd_.get(), reinterpret_cast<char*>(&in_header_) + in_header_got_,
-                         sizeof(wire::FrameHeader) - in_header_got_, 0);
+      ssize_t r = stream_->read_some(reinterpret_cast<char*>(&in_header_) + in_header_got_,
+                                     sizeof(wire::FrameHeader) - in_header_got_);
       if (r == 0) {
         eof_ = true;
         fail_lost(context, "the connection was closed");
       }
       if (r < 0) {
-        if (errno == EINTR) continue;
         if (would_block(errno)) return moved;
         fail_lost(context, str_cat("receive failed: ", std::strerror(errno)));
       }
@@ -133,13 +157,12 @@ bool Pair::progress_recv(const std::string& context) {
       check_header(op, context);
     }
     if (op.done < op.nbytes) {
-      ssize_t r = ::recv(fd_.get(), op.data + op.done, op.nbytes - op.done, 0);
+      ssize_t r = stream_->read_some(op.data + op.done, op.nbytes - op.done);
       if (r == 0) {
         eof_ = true;
         fail_lost(context, "the connection was closed in the middle of a message");
       }
       if (r < 0) {
-        if (errno == EINTR) continue;
         if (would_block(errno)) return moved;
         fail_lost(context, str_cat("receive failed: ", std::strerror(errno)));
       }
@@ -162,10 +185,10 @@ void Pair::read_abort_and_throw(const std::string& context) {
   // The peer wrote the frame in one go before closing; a short bounded read.
   TimePoint deadline = deadline_after(1.0);
   while (got < n && Clock::now() < deadline) {
-    ssize_t r = ::recv(fd_.get(), reason.data() + got, n - got, 0);
+    ssize_t r = stream_->read_some(reason.data() + got, n - got);
     if (r > 0) {
       got += static_cast<size_t>(r);
-    } else if (r == 0 || (r < 0 && !would_block(errno) && errno != EINTR)) {
+    } else if (r == 0 || (r < 0 && !would_block(errno))) {
       break;
     }
   }
@@ -178,36 +201,34 @@ void Pair::read_abort_and_throw(const std::string& context) {
 }
 
 void Pair::check_idle(const std::string& context) {
-  if (eof_ || !recvs_.empty()) return;
+  if (eof_ || closed_ || !recvs_.empty()) return;
   wire::FrameHeader h{};
-  ssize_t r = ::recv(fd_.get(), &h, sizeof(h), MSG_PEEK);
+  ssize_t r = stream_->peek(&h, sizeof(h));
   if (r == 0) {
     eof_ = true;
     return;
   }
   if (r == static_cast<ssize_t>(sizeof(h)) && h.magic == wire::kAbortMagic) {
-    ::recv(fd_.get(), &in_header_, sizeof(h), 0);
+    (void)stream_->read_some(&in_header_, sizeof(h));
     read_abort_and_throw(context);
   }
 }
 
 void Pair::abort(const std::string& reason) noexcept {
-  if (!fd_.valid()) return;
+  if (closed_) return;
+  closed_ = true;
   bool mid_frame = send_header_done_ > 0 || (!sends_.empty() && sends_.front().done > 0);
   if (!mid_frame && !eof_) {
     wire::FrameHeader h{};
     h.magic = wire::kAbortMagic;
     h.nbytes = std::min<size_t>(reason.size(), wire::kMaxAbortReason);
     iovec iov[2] = {{&h, sizeof(h)}, {const_cast<char*>(reason.data()), h.nbytes}};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = 2;
-    (void)::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    stream_->write_whole_or_nothing(iov, 2);
   }
-  ::shutdown(fd_.get(), SHUT_RDWR);
-  fd_.reset();
+  stream_->close();
   sends_.clear();
   recvs_.clear();
+  unreleased_.clear();
 }
 
 }  // namespace pytfcomm::tcp

@@ -1,23 +1,30 @@
 // One established connection to one peer: FIFO queues of posted sends and
-// receives, driven by non-blocking I/O. A pair never blocks; the transport
-// decides when to wait.
+// receives, driven by non-blocking I/O on a ByteStream (a TCP socket or a
+// shared-memory ring; the framing, checks and aborts are the same). A pair
+// never blocks; the transport decides when to wait.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 
-#include "transport/tcp/socket.h"
+#include "transport/stream.h"
 #include "transport/wire.h"
 
 namespace pytfcomm::tcp {
 
 class Pair {
  public:
-  Pair(int peer, Fd fd, std::string name, uint64_t max_message);
+  Pair(int peer, std::unique_ptr<transport::ByteStream> stream, std::string name,
+       uint64_t max_message);
 
   int peer() const { return peer_; }
-  int fd() const { return fd_.get(); }
+  // The socket epoll watches for this pair (data, or liveness only).
+  int fd() const { return stream_->liveness_fd(); }
+  // Shared memory: progress must be polled, readiness comes by the doorbell.
+  bool polled() const { return stream_->needs_polling(); }
+  void on_liveness_event() noexcept { stream_->on_liveness_event(); }
   const std::string& name() const { return name_; }
 
   // Sequence numbers of the operations, in posting order per direction.
@@ -25,7 +32,7 @@ class Pair {
   uint64_t post_recv(void* data, size_t nbytes, const transport::MessageMeta& meta);
   bool send_done(uint64_t seq) const { return sends_done_ > seq; }
   bool recv_done(uint64_t seq) const { return recvs_done_ > seq; }
-  bool idle() const { return sends_.empty() && recvs_.empty(); }
+  bool idle() const { return sends_.empty() && recvs_.empty() && unreleased_.empty(); }
   bool wants_write() const { return !sends_.empty(); }
 
   // Move bytes until the kernel would block. Returns true if anything moved.
@@ -49,17 +56,21 @@ class Pair {
   };
 
   bool progress_send(const std::string& context);
+  // Complete written sends whose memory the stream no longer needs.
+  bool complete_released(const std::string& context);
   bool progress_recv(const std::string& context);
   [[noreturn]] void fail_lost(const std::string& context, const std::string& why);
   [[noreturn]] void read_abort_and_throw(const std::string& context);
   void check_header(const Op& op, const std::string& context);
 
   int peer_;
-  Fd fd_;
+  std::unique_ptr<transport::ByteStream> stream_;
+  bool closed_ = false;
   std::string name_;
   uint64_t max_message_;
   std::deque<Op> sends_;
   std::deque<Op> recvs_;
+  std::deque<uint64_t> unreleased_;  // written sends' release tickets, in order
   uint64_t sends_posted_ = 0, sends_done_ = 0;
   uint64_t recvs_posted_ = 0, recvs_done_ = 0;
   size_t send_header_done_ = 0;  // bytes of the front send's header already written

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/param.h"
+#include "transport/tcp/socket_stream.h"
 
 namespace pytfcomm::tcp {
 namespace {
@@ -18,6 +19,13 @@ namespace {
 constexpr int kSeqBits = 48;
 constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
 
+// A short pause between polls that keeps the core (and is kind to an SMT sibling).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
+#endif
+}
+
 transport::Handle make_handle(int peer, bool recv, uint64_t seq) {
   return (static_cast<uint64_t>(peer) << (kSeqBits + 1)) |
          (static_cast<uint64_t>(recv) << kSeqBits) | (seq & kSeqMask);
@@ -25,42 +33,61 @@ transport::Handle make_handle(int peer, bool recv, uint64_t seq) {
 
 }  // namespace
 
-TcpTransport::TcpTransport(int rank, BootstrapResult boot, int64_t spin_us, bool yield_cpu)
+PairTransport::PairTransport(int rank, BootstrapResult boot, shm::LocalLinks shm, int64_t spin_us,
+                             bool yield_cpu)
     : rank_(rank), peers_(std::move(boot.peers)), spin_us_(spin_us), yield_cpu_(yield_cpu) {
   int n = static_cast<int>(peers_.size());
   PTC_ENFORCE(n < (1 << 15), "too many ranks for the handle layout: ", n);
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) PTC_THROW(kInternal, "epoll_create1 failed: ", std::strerror(errno));
   pairs_.resize(n);
+  shm.streams.resize(static_cast<size_t>(n));
   int64_t sockbuf = params().sockbuf_bytes;
   uint64_t max_message = static_cast<uint64_t>(params().max_message_bytes);
   for (int r = 0; r < n; ++r) {
     if (r == rank_) continue;
-    Fd fd = std::move(boot.fds[r]);
-    PTC_ENFORCE(fd.valid(), "no connection to rank ", r, " after bootstrap");
-    set_nonblocking(fd.get());
-    tune_data_socket(fd.get(), sockbuf);
+    std::unique_ptr<transport::ByteStream> stream;
+    std::string name = describe_peer(r);
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    if (shm.streams[r]) {
+      name.insert(name.size() - 1, ", shared memory");
+      stream = std::move(shm.streams[r]);
+      ++shm_peers_;
+      ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;  // liveness only
+    } else {
+      Fd fd = std::move(boot.fds[r]);
+      PTC_ENFORCE(fd.valid(), "no connection to rank ", r, " after bootstrap");
+      set_nonblocking(fd.get());
+      tune_data_socket(fd.get(), sockbuf);
+      stream = std::make_unique<SocketStream>(std::move(fd));
+      ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    }
     ev.data.u32 = static_cast<uint32_t>(r);
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd.get(), &ev) != 0) {
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stream->liveness_fd(), &ev) != 0) {
       PTC_THROW(kInternal, "epoll_ctl failed: ", std::strerror(errno));
     }
-    pairs_[r] = std::make_unique<Pair>(r, std::move(fd), describe_peer(r), max_message);
+    pairs_[r] = std::make_unique<Pair>(r, std::move(stream), name, max_message);
+  }
+  if (shm_peers_ > 0) {
+    PTC_ENFORCE(shm.own != nullptr, "shared-memory streams without this rank's segment");
+    own_segment_ = std::move(shm.own);
+    bell_ = shm::Doorbell(own_segment_->header());
   }
 }
 
-TcpTransport::~TcpTransport() {
+PairTransport::~PairTransport() {
+  pairs_.clear();  // streams close (and wake sleeping peers) before the segment goes
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
-std::string TcpTransport::describe_peer(int peer) const {
+std::string PairTransport::describe_peer(int peer) const {
   if (peer < 0 || peer >= static_cast<int>(peers_.size())) return str_cat("rank ", peer);
   const PeerInfo& p = peers_[peer];
-  return str_cat("rank ", peer, " (", p.host, ":", p.port, ")");
+  bool shm = peer < static_cast<int>(pairs_.size()) && pairs_[peer] && pairs_[peer]->polled();
+  return str_cat("rank ", peer, " (", p.host, ":", p.port, shm ? ", shared memory" : "", ")");
 }
 
-Pair& TcpTransport::pair(int peer) {
+Pair& PairTransport::pair(int peer) {
   PTC_ENFORCE(peer >= 0 && peer < size() && peer != rank_, "bad peer ", peer);
   if (aborted_ || !pairs_[peer]) {
     PTC_THROW(kClosed,
@@ -70,21 +97,21 @@ Pair& TcpTransport::pair(int peer) {
   return *pairs_[peer];
 }
 
-transport::Handle TcpTransport::post_send(int peer, const void* data, size_t nbytes,
-                                          const transport::MessageMeta& meta) {
+transport::Handle PairTransport::post_send(int peer, const void* data, size_t nbytes,
+                                           const transport::MessageMeta& meta) {
   Pair& p = pair(peer);
   if (p.idle()) active_.push_back(peer);
   return make_handle(peer, false, p.post_send(data, nbytes, meta));
 }
 
-transport::Handle TcpTransport::post_recv(int peer, void* data, size_t nbytes,
-                                          const transport::MessageMeta& meta) {
+transport::Handle PairTransport::post_recv(int peer, void* data, size_t nbytes,
+                                           const transport::MessageMeta& meta) {
   Pair& p = pair(peer);
   if (p.idle()) active_.push_back(peer);
   return make_handle(peer, true, p.post_recv(data, nbytes, meta));
 }
 
-bool TcpTransport::done(transport::Handle h) const {
+bool PairTransport::done(transport::Handle h) const {
   int peer = static_cast<int>(h >> (kSeqBits + 1));
   bool recv = (h >> kSeqBits) & 1;
   uint64_t seq = h & kSeqMask;
@@ -92,7 +119,7 @@ bool TcpTransport::done(transport::Handle h) const {
   return recv ? p.recv_done(seq) : p.send_done(seq);
 }
 
-bool TcpTransport::progress_all() {
+bool PairTransport::progress_all() {
   bool moved = false;
   for (size_t i = 0; i < active_.size();) {
     Pair& p = *pairs_[active_[i]];
@@ -107,35 +134,71 @@ bool TcpTransport::progress_all() {
   return moved;
 }
 
-void TcpTransport::block_once() {
-  if (Clock::now() >= deadline_) {
-    std::string waiting;
-    for (int peer : active_) waiting += str_cat(waiting.empty() ? "" : ", ", describe_peer(peer));
-    PTC_THROW(kTimeout, "timed out in ", context_, " waiting for ",
-              waiting.empty() ? "peers" : waiting,
-              ": that rank is hung, stopped or far behind (PYTFCOMM_TIMEOUT sets the deadline)");
-  }
+void PairTransport::check_deadline() const {
+  if (Clock::now() < deadline_) return;
+  std::string waiting;
+  for (int peer : active_) waiting += str_cat(waiting.empty() ? "" : ", ", describe_peer(peer));
+  PTC_THROW(kTimeout, "timed out in ", context_, " waiting for ",
+            waiting.empty() ? "peers" : waiting,
+            ": that rank is hung, stopped or far behind (PYTFCOMM_TIMEOUT sets the deadline)");
+}
+
+// Socket readiness and liveness: a closed socket marks a shared-memory peer
+// gone; an idle pair may hold an ABORT frame.
+void PairTransport::handle_events(int timeout_ms) {
   epoll_event events[16];
-  int n = ::epoll_wait(epoll_fd_, events, 16, millis_until(deadline_, 1000));
+  int n = ::epoll_wait(epoll_fd_, events, 16, timeout_ms);
   if (n < 0 && errno != EINTR) PTC_THROW(kInternal, "epoll_wait failed: ", std::strerror(errno));
   for (int i = 0; i < n; ++i) {
-    int peer = static_cast<int>(events[i].data.u32);
-    Pair& p = *pairs_[peer];
-    if (p.idle() && (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
-      p.check_idle(context_);
-    }
+    Pair& p = *pairs_[static_cast<int>(events[i].data.u32)];
+    bool readable = events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+    if (p.polled() && readable) p.on_liveness_event();
+    if (p.idle() && readable) p.check_idle(context_);
+  }
+}
+
+void PairTransport::block_once() {
+  check_deadline();
+  bool shm_pending = false, tcp_pending = false;
+  for (int peer : active_) (pairs_[peer]->polled() ? shm_pending : tcp_pending) = true;
+  if (!shm_pending) {
+    handle_events(millis_until(deadline_, 1000));
+    return;
+  }
+  handle_events(0);
+  uint32_t seq = bell_.prepare();
+  if (progress_all()) {
+    bell_.cancel();
+    return;
+  }
+  // Sleep until a local peer rings; wake up now and then to look at the
+  // sockets (a dead peer rings nobody) and, with TCP pending too, often.
+  int64_t us = tcp_pending ? 200 : 10000;
+  if (deadline_ != TimePoint::max()) {
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline_ - Clock::now());
+    us = std::max<int64_t>(1, std::min<int64_t>(us, left.count()));
+  }
+  bell_.sleep(seq, us);
+  handle_events(0);
+  // An ABORT frame in an idle peer's ring rings the doorbell too.
+  for (auto& p : pairs_) {
+    if (p && p->polled() && p->idle()) p->check_idle(context_);
   }
 }
 
 template <typename Pred>
-void TcpTransport::wait_until(Pred pred) {
+void PairTransport::wait_until(Pred pred) {
   if (aborted_) PTC_THROW(kClosed, "the transport was shut down after an earlier error");
   progress_all();
   if (pred()) return;
   if (spin_us_ > 0) {
     TimePoint spin_end = Clock::now() + std::chrono::microseconds(spin_us_);
     do {
-      if (yield_cpu_) sched_yield();
+      if (yield_cpu_) {
+        sched_yield();
+      } else {
+        cpu_relax();
+      }
       progress_all();
       if (pred()) return;
     } while (Clock::now() < spin_end);
@@ -147,21 +210,21 @@ void TcpTransport::wait_until(Pred pred) {
   }
 }
 
-void TcpTransport::wait(transport::Handle h) {
+void PairTransport::wait(transport::Handle h) {
   wait_until([&] { return done(h); });
 }
 
-bool TcpTransport::test(transport::Handle h) {
+bool PairTransport::test(transport::Handle h) {
   if (done(h)) return true;
   progress_all();
   return done(h);
 }
 
-void TcpTransport::wait_all() {
+void PairTransport::wait_all() {
   wait_until([&] { return active_.empty(); });
 }
 
-void TcpTransport::abort(const std::string& reason) noexcept {
+void PairTransport::abort(const std::string& reason) noexcept {
   if (aborted_) return;
   aborted_ = true;
   std::string msg = str_cat("rank ", rank_, " gave up: ", reason);

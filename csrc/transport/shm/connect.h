@@ -1,0 +1,44 @@
+// Setting up shared memory between the ranks of one host, over the TCP
+// connections bootstrap already made (and authenticated). Every rank creates
+// one segment for its inbound rings and offers its name to each local peer;
+// peers map it and acknowledge; then the creator unlinks the name at once.
+// From then on the memory lives only as long as some process maps it, so
+// nothing is ever left in /dev/shm, whatever way the processes end.
+//
+// Whether two ranks share a host is first guessed from host_id; a peer that
+// cannot open our segment is not on this host after all and keeps TCP.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "transport/shm/segment.h"
+#include "transport/shm/stream.h"
+#include "transport/tcp/bootstrap.h"
+
+namespace pytfcomm::shm {
+
+enum class Mode { kAuto, kTcp, kShm };
+
+// "auto" | "tcp" | "shm" (case-insensitive); throws kConfig otherwise.
+Mode parse_mode(const std::string& text);
+const char* mode_name(Mode m);
+
+struct LocalLinks {
+  std::shared_ptr<Mapping> own;  // this rank's segment (its doorbell); null if unused
+  // streams[r]: the shared-memory stream to rank r, or null (TCP, or self).
+  // A rank with a stream gave its TCP connection to it (liveness only).
+  std::vector<std::unique_ptr<ShmStream>> streams;
+};
+
+// Exchanges offers with every rank of equal host_id (whatever the mode, so
+// that ranks configured differently still agree per pair). kShm throws
+// kConfig when any peer is remote or any local peer cannot share memory.
+// Payloads of by_ref_bytes or more go by reference where the receiver can
+// read the sender's memory (0: never).
+LocalLinks connect_local_peers(int rank, tcp::BootstrapResult& boot, Mode mode, size_t ring_bytes,
+                               size_t by_ref_bytes, TimePoint deadline);
+
+}  // namespace pytfcomm::shm

@@ -1,0 +1,59 @@
+// Layout of a rank's shared-memory segment: a header with the rank's
+// doorbell (a futex word), then one single-producer/single-consumer byte
+// ring per local peer, carrying everything that peer sends to this rank.
+// The receiving rank creates the segment; senders map it too.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace pytfcomm::shm {
+
+constexpr uint64_t kSegmentMagic = 0x314d48534d4f4350ULL;  // "PCOMSHM1"
+constexpr size_t kCacheLine = 64;
+constexpr size_t kHeaderBytes = 4096;
+constexpr size_t kRingCtlBytes = 4096;  // keeps each ring's data page-aligned
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "rings need lock-free 64-bit atomics");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "doorbells need lock-free atomics");
+
+struct SegmentHeader {
+  uint64_t magic;
+  uint32_t num_rings;
+  uint32_t reserved;
+  uint64_t ring_bytes;
+  // Bumped by anyone who gave the owner something to do (data in, space out)
+  // while it said it was sleeping; the owner FUTEX_WAITs on it.
+  alignas(kCacheLine) std::atomic<uint32_t> doorbell;
+  // Set by the owner just before it sleeps; writers wake it only then.
+  alignas(kCacheLine) std::atomic<uint32_t> sleeping;
+};
+static_assert(sizeof(SegmentHeader) <= kHeaderBytes, "segment header too large");
+
+// head: bytes ever written (producer only writes it); tail: bytes ever read
+// (consumer only writes it); released: payload bytes the consumer has copied
+// straight out of the producer's memory (see stream.h). On separate lines so
+// each side owns its own.
+struct RingCtl {
+  alignas(kCacheLine) std::atomic<uint64_t> head;
+  alignas(kCacheLine) std::atomic<uint64_t> tail;
+  alignas(kCacheLine) std::atomic<uint64_t> released;
+};
+
+// The ring carries records, 8-byte aligned: a tag (payload length in the low
+// 32 bits, kByReference in bit 32), then the payload bytes padded to 8, or for
+// a by-reference record the payload's address in the producer's memory.
+constexpr uint64_t kByReference = uint64_t{1} << 32;
+constexpr size_t kTagBytes = 8;
+inline uint64_t pad8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
+static_assert(sizeof(RingCtl) <= kRingCtlBytes, "ring control too large");
+
+inline size_t ring_offset(size_t index, size_t ring_bytes) {
+  return kHeaderBytes + index * (kRingCtlBytes + ring_bytes);
+}
+inline size_t segment_bytes(size_t num_rings, size_t ring_bytes) {
+  return ring_offset(num_rings, ring_bytes);
+}
+
+}  // namespace pytfcomm::shm

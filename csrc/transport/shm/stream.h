@@ -1,0 +1,83 @@
+// ByteStream between two ranks of one host: two single-producer/single-
+// consumer rings of records, the inbound one in this rank's segment and the
+// outbound one in the peer's. Each side caches the other's counter and
+// reloads it only when its cached view runs dry.
+//
+// Small pieces are copied through the ring. A large payload (>= the
+// by-reference threshold) travels as its address instead: the consumer copies
+// it straight from the producer's memory with process_vm_readv (one copy
+// instead of two) and bumps `released`; the producer's send completes only
+// then (Pair asks release_ticket()/released()). Setup enables this per
+// direction only where a probe read succeeded (ptrace permission).
+//
+// The pair's TCP connection stays open beside it, silent, as the liveness
+// signal: the kernel closes it when the peer dies, however it dies.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+
+#include "transport/shm/doorbell.h"
+#include "transport/shm/segment.h"
+#include "transport/stream.h"
+#include "transport/tcp/socket.h"
+
+namespace pytfcomm::shm {
+
+struct RingView {
+  std::shared_ptr<Mapping> segment;  // keeps the mapping alive
+  RingCtl* ctl = nullptr;
+  char* data = nullptr;
+  uint64_t bytes = 0;  // a power of two
+};
+
+struct ByReference {
+  pid_t peer_pid = 0;    // where by-reference payloads we receive live
+  size_t send_from = 0;  // send payloads this large by reference; 0: never
+};
+
+class ShmStream : public transport::ByteStream {
+ public:
+  // in: the ring the peer writes to us (our segment); out: the ring we write
+  // to the peer (its segment); peer_bell: the peer's doorbell.
+  ShmStream(RingView in, RingView out, Doorbell peer_bell, tcp::Fd liveness, ByReference ref);
+  ~ShmStream() override { close(); }
+
+  ssize_t writev_some(const iovec* iov, int n) override;
+  ssize_t read_some(void* data, size_t n) override;
+  ssize_t peek(void* data, size_t n) override;
+  void write_whole_or_nothing(const iovec* iov, int n) noexcept override;
+  void close() noexcept override;
+  int liveness_fd() const override { return sock_.get(); }
+  bool needs_polling() const override { return true; }
+  void on_liveness_event() noexcept override;
+  uint64_t release_ticket() const override { return ref_posted_; }
+  uint64_t released() override;
+  bool peer_gone() const override { return peer_gone_; }
+
+ private:
+  ssize_t write_records(const iovec* iov, int n, bool allow_ref);
+  uint64_t readable();  // bytes published in the inbound ring; sets corrupt_
+  uint64_t writable();
+  bool next_record();  // parse the next tag if one is there; false if none
+  void consume(uint64_t bytes);
+
+  RingView in_, out_;
+  Doorbell peer_bell_;
+  tcp::Fd sock_;
+  ByReference ref_;
+  uint64_t in_tail_ = 0, in_head_seen_ = 0;    // our read position, last head seen
+  uint64_t out_head_ = 0, out_tail_seen_ = 0;  // our write position, last tail seen
+  uint64_t rec_left_ = 0;                      // payload bytes left in the current record
+  uint64_t rec_pad_ = 0;                       // padding after it (inline records)
+  uint64_t rec_addr_ = 0;                      // by-reference: where the rest is
+  bool rec_ref_ = false;
+  uint64_t ref_posted_ = 0;    // bytes we sent by reference
+  uint64_t ref_received_ = 0;  // bytes we copied by reference
+  bool corrupt_ = false;
+  bool peer_gone_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace pytfcomm::shm

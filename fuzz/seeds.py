@@ -1,0 +1,38 @@
+"""Write seed inputs for fuzz_wire: well-formed hellos and proofs (no secret)."""
+
+from __future__ import annotations
+
+import struct
+import sys
+from pathlib import Path
+
+HELLO_MAGIC = 0x314D4D4F43465450
+PROTOCOL_VERSION = 2
+PROOF_MAGIC = 0x464F5250
+
+
+def hello(purpose: int, rank: int, size: int, flags: int) -> bytes:
+    head = struct.pack("<QIIiiII", HELLO_MAGIC, PROTOCOL_VERSION, purpose, rank, size, 0, flags)
+    return head + bytes(32) + b"127.0.0.1".ljust(256, b"\0") + b"host".ljust(128, b"\0")
+
+
+def chunked(payload: bytes, chunk: int = 63) -> bytes:
+    """The session mode's framing: a chunk-length byte before each chunk."""
+    out = b""
+    for i in range(0, len(payload), chunk):
+        part = payload[i : i + chunk]
+        out += bytes([len(part) - 1]) + part
+    return out
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    proof = struct.pack("<II", PROOF_MAGIC, 0) + bytes(32)
+    (out / "seed_secret_hello").write_bytes(b"\0" + chunked(hello(2, 1, 4, 1)))
+    (out / "seed_plain_handshake").write_bytes(b"\1" + chunked(hello(1, 2, 4, 0) + proof))
+    (out / "seed_frame").write_bytes(b"\3" + struct.pack("<IIQ", 0x41544144, 0, 64) + bytes(24))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Rank functions for fault injection (tests/test_faults.py).
+
+One rank (the victim) injures itself while every rank is busy with
+collectives; the survivors report what they raised, when, and whether the
+communicator released its threads and descriptors.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+import pytfcomm
+
+VICTIM = 1
+
+
+def _fds() -> dict[str, str]:
+    out = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass  # the descriptor listdir itself used
+    return out
+
+
+def _tasks() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def _shutdown_sockets() -> None:
+    """Cut every TCP connection of this process, as a network failure would."""
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        try:
+            s = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        try:
+            if s.family in (socket.AF_INET, socket.AF_INET6) and s.type == socket.SOCK_STREAM:
+                s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+
+def _injure(kind: str, mark: Path) -> None:
+    mark.write_text(repr(time.time()))
+    if kind == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif kind == "sigstop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif kind == "close_socket":
+        _shutdown_sockets()
+
+
+def fault(rank: int, size: int, addr: str, kind: str, timeout: float) -> dict:
+    fds0, tasks0 = _fds(), _tasks()
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr, timeout=timeout)
+    x = np.ones(1 << 18, np.float32)  # 1 MiB: several pipeline segments in flight
+    comm.allreduce(x)
+    comm.barrier()
+    mark = Path(f"injured-{kind}")  # the harness runs every rank in one temp dir
+    if rank == VICTIM:
+        if kind == "exit_early":
+            comm.close()  # leaves cleanly while the others still expect it
+            mark.write_text(repr(time.time()))
+            return {"victim": True}
+        threading.Timer(0.2, _injure, (kind, mark)).start()
+    out: dict = {"victim": rank == VICTIM}
+    try:
+        for _ in range(10_000):
+            comm.allreduce(x)
+        out["type"] = None
+    except pytfcomm.CommError as exc:
+        out.update(type=type(exc).__name__, message=str(exc), t_err=time.time())
+    deadline = time.time() + 20
+    while not mark.exists() and time.time() < deadline:
+        time.sleep(0.01)
+    out["t_injured"] = float(mark.read_text()) if mark.exists() else None
+    out["closed_after_error"] = comm.closed
+    comm.close()
+    out["leaked_fds"] = sorted(set(_fds().items()) - set(fds0.items()))
+    out["leaked_tasks"] = _tasks() - tasks0
+    return out
+
+
+def shape_mismatch(rank: int, size: int, addr: str) -> dict:
+    """Same dtype and element count, different shapes: must not pass silently."""
+    with pytfcomm.init(rank=rank, size=size, addr=addr, timeout=20) as comm:
+        shape = (4, 6) if rank == 0 else (6, 4)
+        try:
+            comm.allreduce(np.ones(shape, np.float32))
+            comm.barrier()
+        except pytfcomm.CommError as exc:
+            return {"type": type(exc).__name__, "message": str(exc)}
+    return {"type": None}

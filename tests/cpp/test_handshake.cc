@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "engine/communicator.h"
+#include "test_util.h"
 #include "transport/tcp/handshake.h"
 #include "transport/wire_check.h"
 
@@ -231,11 +232,7 @@ TEST(AcceptPeers, WrongSecretConnectorRaisesAuthError) {
 
 // ---- whole communicators -----------------------------------------------------
 
-int free_port() {
-  SockAddr bound;
-  Fd fd = listen_on("127.0.0.1", 0, &bound);
-  return bound.port();
-}
+using testing_util::free_port;
 
 // Runs one allreduce on n rank threads with the given secrets; returns each
 // rank's error kind (kInternal standing for "no error").

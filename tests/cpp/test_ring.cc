@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "engine/communicator.h"
+#include "test_util.h"
 
 namespace pytfcomm {
 namespace {
@@ -29,42 +30,18 @@ const bool kEnv = [] {
   return true;
 }();
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using testing_util::free_port;
 
 // Runs fn(comm) on n ranks (threads); host_of(rank) simulates hosts.
 void run_ranks(int n, const std::function<void(Communicator&)>& fn,
                const std::function<std::string(int)>& host_of = nullptr) {
   int port = free_port();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(n);
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        CommOptions o;
-        o.rank = r;
-        o.size = n;
-        o.root_host = "127.0.0.1";
-        o.root_port = port;
-        o.bind_host = "127.0.0.1";
-        o.host_id = host_of ? host_of(r) : "host";
-        Communicator comm(o);
-        fn(comm);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  auto errors = testing_util::on_threads(n, [&](int r) {
+    CommOptions o = testing_util::loopback_options(r, n, port);
+    o.host_id = host_of ? host_of(r) : "host";
+    Communicator comm(o);
+    fn(comm);
+  });
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/communicator.h"
+#include "test_util.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/stream.h"
 
@@ -153,17 +154,7 @@ TEST(ShmStream, ImpossibleCountersAreAnErrorNotAnOverrun) {
   EXPECT_EQ(errno, EPROTO);
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using testing_util::free_port;
 
 class TransportTest : public ::testing::TestWithParam<std::string> {};
 

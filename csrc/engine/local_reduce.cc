@@ -82,6 +82,14 @@ void local_reduce(const std::vector<ReduceSpan>& spans, ReduceOp op, int64_t mea
   // keep the first exception anyway rather than letting one escape a pool thread.
   std::exception_ptr error;
   std::mutex mu;
+  // Waking pool threads costs tens of microseconds: below this much data one
+  // thread finishes first (a small model's whole gradient set, say).
+  constexpr int64_t kInlineBytes = 256 << 10;
+  if (bytes <= kInlineBytes) {
+    for (const Chunk& c : chunks) reduce_chunk(c, op, mean_divisor);
+    count(CounterKind::kReducedBytes, bytes);
+    return;
+  }
   parallel_for(chunks.size(), [&](size_t i) {
     try {
       reduce_chunk(chunks[i], op, mean_divisor);

@@ -244,11 +244,7 @@ std::vector<ErrorKind> run_job(const std::vector<std::string>& secrets, double c
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       try {
-        CommOptions o;
-        o.rank = r;
-        o.size = n;
-        o.root_port = port;
-        o.bind_host = "127.0.0.1";
+        CommOptions o = testing_util::loopback_options(r, n, port);
         o.connect_timeout_s = connect_s;
         o.secret = secrets[r];
         Communicator comm(o);

@@ -165,34 +165,21 @@ TEST_P(TransportTest, AllreduceIsExactOnEveryRank) {
   const int n = 3;
   const size_t count = 300007;
   int port = free_port();
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        CommOptions o;
-        o.rank = r;
-        o.size = n;
-        o.root_port = port;
-        o.bind_host = "127.0.0.1";
-        o.host_id = "one-host";
-        o.transport = GetParam();
-        Communicator comm(o);
-        std::vector<int64_t> x(count);
-        for (size_t i = 0; i < count; ++i) x[i] = static_cast<int64_t>(i) * (r + 1);
-        for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling}) {
-          std::vector<int64_t> y(count, -1);
-          comm.allreduce(x.data(), y.data(), count, DType::kInt64, ReduceOp::kSum, a, 0);
-          for (size_t i = 0; i < count; ++i) {
-            if (y[i] != static_cast<int64_t>(i) * 6) throw std::runtime_error("wrong sum");
-          }
-        }
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
+  auto errors = testing_util::on_threads(n, [&](int r) {
+    CommOptions o = testing_util::loopback_options(r, n, port);
+    o.host_id = "one-host";
+    o.transport = GetParam();
+    Communicator comm(o);
+    std::vector<int64_t> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = static_cast<int64_t>(i) * (r + 1);
+    for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling}) {
+      std::vector<int64_t> y(count, -1);
+      comm.allreduce(x.data(), y.data(), count, DType::kInt64, ReduceOp::kSum, a, 0);
+      for (size_t i = 0; i < count; ++i) {
+        if (y[i] != static_cast<int64_t>(i) * 6) throw std::runtime_error("wrong sum");
       }
-    });
-  }
-  for (auto& t : threads) t.join();
+    }
+  });
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "common/reduce.h"
-#include "engine/executor.h"
 #include "engine/local_reduce.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -156,22 +155,19 @@ class AllReduceOp : public AsyncOpKernel {
     if (!cross) return done();
 
     // Across processes: may wait on peers, so it runs on the executor.
-    Executor::for_communicator(comm_handle_)
-        .enqueue([this, ctx, done, comm, packs = std::move(packs)]() {
-          absl::Status s = Guard("cross-worker all-reduce", [&] {
-            const ReduceOp wire_op = op_ == ReduceOp::kMean ? ReduceOp::kSum : op_;
-            const int64_t contributions = int64_t{num_devices_} * comm->size();
-            for (const Pack& p : packs) {
-              void* buf = const_cast<char*>(p.buffer.tensor_data().data());
-              const size_t elems = static_cast<size_t>(p.bytes) / dtype_size(p.dtype);
-              comm->allreduce(buf, buf, elems, p.dtype, wire_op, algorithm_, CoreTimeout(timeout_));
-              if (op_ == ReduceOp::kMean) divide(buf, buf, elems, p.dtype, contributions);
-              count(CounterKind::kCrossWorkerOps);
-            }
-          });
-          ctx->SetStatus(s);
-          done();
-        });
+    RunCrossWorker(comm_handle_, ctx, std::move(done), "cross-worker all-reduce",
+                   [this, comm, packs = std::move(packs)] {
+                     const ReduceOp wire_op = op_ == ReduceOp::kMean ? ReduceOp::kSum : op_;
+                     const int64_t contributions = int64_t{num_devices_} * comm->size();
+                     for (const Pack& p : packs) {
+                       void* buf = const_cast<char*>(p.buffer.tensor_data().data());
+                       const size_t elems = static_cast<size_t>(p.bytes) / dtype_size(p.dtype);
+                       comm->allreduce(buf, buf, elems, p.dtype, wire_op, algorithm_,
+                                       CoreTimeout(timeout_));
+                       if (op_ == ReduceOp::kMean) divide(buf, buf, elems, p.dtype, contributions);
+                       count(CounterKind::kCrossWorkerOps);
+                     }
+                   });
   }
 
  private:

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/executor.h"
 #include "engine/local_pool.h"
 #include "engine/local_reduce.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -54,14 +53,12 @@ class BroadcastOp : public AsyncOpKernel {
     // Inputs are immutable: the root sends from a copy that becomes its output.
     if (comm->rank() == root_) std::memcpy(out.data(), in.data(), in.TotalBytes());
     for (int i = 0; i < num_devices_; ++i) ctx->set_output(i, out);
-    Executor::for_communicator(comm_handle_).enqueue([this, ctx, done, comm, out, dt]() {
-      ctx->SetStatus(Guard("cross-worker broadcast", [&] {
-        comm->broadcast(const_cast<char*>(out.tensor_data().data()),
-                        static_cast<size_t>(out.NumElements()), dt, root_, CoreTimeout(timeout_));
-        count(CounterKind::kCrossWorkerOps);
-      }));
-      done();
-    });
+    RunCrossWorker(
+        comm_handle_, ctx, std::move(done), "cross-worker broadcast", [this, comm, out, dt] {
+          comm->broadcast(const_cast<char*>(out.tensor_data().data()),
+                          static_cast<size_t>(out.NumElements()), dt, root_, CoreTimeout(timeout_));
+          count(CounterKind::kCrossWorkerOps);
+        });
   }
 
  private:
@@ -130,14 +127,13 @@ class AllGatherOp : public AsyncOpKernel {
     Tensor global;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_temp(t0.dtype(), global_shape, &global), done);
     for (int i = 0; i < n; ++i) ctx->set_output(i, global);
-    Executor::for_communicator(comm_handle_).enqueue([this, ctx, done, comm, local, global, dt]() {
-      ctx->SetStatus(Guard("cross-worker all-gather", [&] {
-        comm->allgather(local.tensor_data().data(), const_cast<char*>(global.tensor_data().data()),
-                        static_cast<size_t>(local.NumElements()), dt, CoreTimeout(timeout_));
-        count(CounterKind::kCrossWorkerOps);
-      }));
-      done();
-    });
+    RunCrossWorker(comm_handle_, ctx, std::move(done), "cross-worker all-gather",
+                   [this, comm, local, global, dt] {
+                     comm->allgather(
+                         local.tensor_data().data(), const_cast<char*>(global.tensor_data().data()),
+                         static_cast<size_t>(local.NumElements()), dt, CoreTimeout(timeout_));
+                     count(CounterKind::kCrossWorkerOps);
+                   });
   }
 
  private:

@@ -1,5 +1,7 @@
 #include "tf/tf_common.h"
 
+#include "engine/executor.h"
+
 #include <exception>
 #include <string>
 
@@ -80,6 +82,16 @@ absl::Status FindComm(int64_t handle, std::shared_ptr<Communicator>* out) {
         " in this process (was it closed? create one with pytfcomm.init())");
   }
   return absl::OkStatus();
+}
+
+void RunCrossWorker(int64_t handle, tensorflow::OpKernelContext* ctx,
+                    tensorflow::AsyncOpKernel::DoneCallback done, const char* what,
+                    std::function<void()> body) {
+  Executor::for_communicator(handle).enqueue(
+      [ctx, done = std::move(done), what, body = std::move(body)]() {
+        ctx->SetStatus(Guard(what, body));
+        done();
+      });
 }
 
 }  // namespace tf

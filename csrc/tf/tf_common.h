@@ -26,6 +26,13 @@ absl::Status Guard(const char* what, const std::function<void()>& body);
 // The communicator registered under `handle`, or an InvalidArgument status.
 absl::Status FindComm(int64_t handle, std::shared_ptr<Communicator>* out);
 
+// Runs body() on the executor of the communicator `handle` (work that may
+// wait on other processes must never block a TF thread), then sets the op's
+// status from Guard(what, body) and calls done(). Returns at once.
+void RunCrossWorker(int64_t handle, tensorflow::OpKernelContext* ctx,
+                    tensorflow::AsyncOpKernel::DoneCallback done, const char* what,
+                    std::function<void()> body);
+
 // Timeout attr (<= 0: the communicator's default) in the core's convention.
 inline double CoreTimeout(float seconds) { return seconds > 0 ? seconds : -1.0; }
 

@@ -34,6 +34,8 @@ _TF_NAMES = frozenset(
         "HierarchicalAllReduce",
         "MultiWorkerMirroredStrategy",
         "average_gradients",
+        "Compression",
+        "allreduce_gradients",
         "DistributedGradientTape",
         "broadcast_variables",
         "allreduce",

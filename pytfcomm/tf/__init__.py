@@ -4,7 +4,10 @@
   ops, with gradients, eager and in ``tf.function``;
 * :class:`RingAllReduce`, :class:`HierarchicalAllReduce`:
   ``tf.distribute.CrossDeviceOps`` for ``MirroredStrategy``;
-* :func:`average_gradients`: the classic multi-tower averager.
+* :func:`average_gradients`: the classic multi-tower averager;
+* :class:`MultiWorkerMirroredStrategy`: TF's multi-worker strategy reducing on pytfcomm;
+* :class:`DistributedGradientTape`, :mod:`keras` (``DistributedOptimizer``, callbacks),
+  :func:`broadcast_variables`: Horovod-style, one process per device.
 
 Importing this module checks that pytfcomm's op library was built for the
 running TensorFlow (see docs/tensorflow.md); the library is loaded on first use.
@@ -12,6 +15,7 @@ running TensorFlow (see docs/tensorflow.md); the library is loaded on first use.
 
 from __future__ import annotations
 
+from . import keras
 from ._ops import TFVersionMismatchError, check_tf_version, counters, library_path
 from .collectives import (
     allgather,
@@ -21,21 +25,34 @@ from .collectives import (
     set_default_communicator,
 )
 from .cross_device_ops import HierarchicalAllReduce, PytfcommCrossDeviceOps, RingAllReduce
+from .distributed import (
+    Compression,
+    DistributedGradientTape,
+    allreduce_gradients,
+    broadcast_variables,
+)
+from .strategy import MultiWorkerMirroredStrategy
 from .towers import average_gradients
 
 check_tf_version()
 
 __all__ = [
+    "Compression",
+    "DistributedGradientTape",
     "HierarchicalAllReduce",
+    "MultiWorkerMirroredStrategy",
     "PytfcommCrossDeviceOps",
     "RingAllReduce",
     "TFVersionMismatchError",
     "allgather",
     "allreduce",
+    "allreduce_gradients",
     "allreduce_replicas",
     "average_gradients",
     "broadcast",
+    "broadcast_variables",
     "counters",
+    "keras",
     "library_path",
     "set_default_communicator",
 ]

@@ -38,15 +38,22 @@ def set_default_communicator(communicator: Any) -> None:
     _default_comm = communicator
 
 
-def comm_handle(communicator: Any = None) -> int:
-    """The op attr for ``communicator`` (default: the default communicator); 0 = none."""
+def active_communicator(communicator: Any = None) -> Any:
+    """``communicator``, else the default one; None when that has a single process."""
     comm = communicator if communicator is not None else _default_comm
     if comm is None:
         from .. import communicator as comm_module
 
-        get = getattr(comm_module, "default_communicator", None)
-        comm = get() if callable(get) else None
+        comm = comm_module.default_communicator()
     if comm is None or comm.size == 1:
+        return None
+    return comm
+
+
+def comm_handle(communicator: Any = None) -> int:
+    """The op attr for ``communicator`` (default: the default communicator); 0 = none."""
+    comm = active_communicator(communicator)
+    if comm is None:
         return 0
     handle = int(comm._core.handle)
     _HANDLE_RANKS[handle] = comm.rank

@@ -91,6 +91,12 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
         return (f"{type(self).__name__}(fusion_threshold_bytes={self.fusion_threshold_bytes}, "
                 f"sparse_as_dense={self.sparse_as_dense})")
 
+    @property
+    def _num_between_graph_workers(self) -> int:
+        # TF skips reductions of a single replica when this is 1.
+        comm = coll.active_communicator(self.communicator)
+        return comm.size if comm is not None else 1
+
     # -- CrossDeviceOps contract ---------------------------------------------------------
     def reduce_implementation(self, reduce_op, per_replica_value, destinations, options):
         return self.batch_reduce_implementation(
@@ -108,7 +114,7 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
         results = []
         for v, d in pairs:
             reduced = self._batch_all_reduce(reduce_op, [v], options)[0]
-            results.append(tf_cdo.simple_broadcast(reduced.values[0], d, always_mirrored=True))
+            results.append(tf_cdo.simple_broadcast(_first(reduced), d, always_mirrored=True))
         return results
 
     def broadcast_implementation(self, tensor, destinations):
@@ -171,9 +177,8 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
         idx = coll.allgather([tf.cast(s.indices, tf.int64) for s in slices],
                              communicator=self.communicator, timeout=timeout)
         total = n = len(devices)
-        handle = coll.comm_handle(self.communicator)
-        if handle:
-            comm = self.communicator or coll._default_comm
+        comm = coll.active_communicator(self.communicator)
+        if comm is not None:
             total = n * comm.size
         out = []
         for i, d in enumerate(devices):
@@ -182,6 +187,11 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
                 ind = tf.cast(idx[i], slices[i].indices.dtype)
                 out.append(tf.IndexedSlices(v, ind, slices[i].dense_shape))
         return _mirrored(out)
+
+
+def _first(value: Any) -> Any:
+    # regroup() hands back a single replica's value unwrapped.
+    return value.values[0] if isinstance(value, value_lib.DistributedValues) else value
 
 
 def _on(t: tf.Tensor, fn: Any) -> tf.Tensor:

@@ -72,8 +72,8 @@ def _average_slices(grads: list[tf.IndexedSlices], n: int, communicator: Any) ->
     values = coll.allgather([g.values for g in grads], communicator=communicator)[0]
     indices = coll.allgather([tf.cast(g.indices, tf.int64) for g in grads],
                              communicator=communicator)[0]
-    handle = coll.comm_handle(communicator)
-    total = n * (communicator or coll._default_comm).size if handle else n
+    comm = coll.active_communicator(communicator)
+    total = n * comm.size if comm is not None else n
     with tf.device(values.device):
         return tf.IndexedSlices(values / tf.cast(total, values.dtype),
                                 tf.cast(indices, grads[0].indices.dtype), grads[0].dense_shape)

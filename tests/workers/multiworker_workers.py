@@ -1,0 +1,207 @@
+"""Multi-worker training run in separate processes by tests/test_tf_multiworker.py.
+
+Every function trains the same small model on the same data for the same
+number of steps at the same global batch, and returns its final weights;
+rank 0 also trains the single-process reference (no strategy, whole global
+batch) so the test can compare them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+from tf_setup import digits
+
+GLOBAL_BATCH = 48  # divisible by every replica count tested (2, 3, 4, 6)
+STEPS = 4          # per epoch
+EPOCHS = 2
+LR = 0.1
+
+
+def _tf(ndev: int, legacy: bool = False):
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * ndev)
+    return tf
+
+
+def _keras(legacy: bool):
+    if legacy:
+        import tf_keras
+
+        return tf_keras
+    import keras
+
+    return keras
+
+
+def _data():
+    x, y = digits(GLOBAL_BATCH * STEPS)
+    return x, y
+
+
+def _model(k, seed: int = 0):
+    k.utils.set_random_seed(seed)
+    return k.Sequential([k.Input((64,)), k.layers.Dense(32, activation="relu"),
+                         k.layers.Dense(10)])
+
+
+def _loss(k):
+    return k.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def _weights(model) -> list[np.ndarray]:
+    return [np.array(w.numpy()) for w in model.weights]
+
+
+def _reference(k) -> list[np.ndarray]:
+    """One process, no strategy, the whole global batch per step."""
+    x, y = _data()
+    model = _model(k)
+    model.compile(k.optimizers.SGD(LR, momentum=0.9), _loss(k))
+    model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=EPOCHS, shuffle=False, verbose=0)
+    return _weights(model)
+
+
+def _set_tf_config(rank: int, tf_ports: list[int], addr: str) -> None:
+    os.environ["TF_CONFIG"] = json.dumps({
+        "cluster": {"worker": [f"127.0.0.1:{p}" for p in tf_ports]},
+        "task": {"type": "worker", "index": rank}})
+    os.environ["PYTFCOMM_ADDR"] = addr  # the harness's free port for pytfcomm itself
+
+
+def mwms(rank: int, size: int, addr: str, ndev: int, tf_ports: list[int],
+         legacy: bool = False) -> dict:
+    """pytfcomm.MultiWorkerMirroredStrategy: Keras fit, then a custom training loop."""
+    _set_tf_config(rank, tf_ports, addr)
+    tf = _tf(ndev)
+    k = _keras(legacy)
+    import pytfcomm
+    import pytfcomm.tf as ptf
+
+    strategy = pytfcomm.MultiWorkerMirroredStrategy(
+        local_devices=[f"CPU:{i}" for i in range(ndev)] if ndev > 1 else None)
+    assert strategy.num_replicas_in_sync == size * ndev, strategy.num_replicas_in_sync
+    x, y = _data()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+    out: dict = {}
+
+    with strategy.scope():
+        model = _model(k)
+        model.compile(k.optimizers.SGD(LR, momentum=0.9), _loss(k))
+    before = ptf.counters()["cross_worker_ops"]
+    model.fit(ds, epochs=EPOCHS, verbose=0)
+    out["fit_cross_worker_ops"] = ptf.counters()["cross_worker_ops"] - before
+    out["fit"] = _weights(model)
+
+    if not legacy:
+        out["loop"] = _custom_loop(tf, k, strategy, ds)
+        total = strategy.reduce("SUM", tf.constant([1.0, float(rank)]), axis=None)
+        out["reduce"] = total.numpy().tolist()
+        nested = strategy.reduce("MEAN", (tf.constant(2.0), {"a": tf.constant([4.0])}), axis=None)
+        out["nested"] = [float(nested[0]), nested[1]["a"].numpy().tolist()]
+    if rank == 0:
+        out["reference"] = _reference(k)
+    return out
+
+
+def _custom_loop(tf, k, strategy, ds) -> list[np.ndarray]:
+    with strategy.scope():
+        model = _model(k)
+        opt = k.optimizers.SGD(LR, momentum=0.9)
+        opt.build(model.trainable_variables)
+
+    @tf.function
+    def step(batch):
+        def replica_fn(xb, yb):
+            with tf.GradientTape() as tape:
+                logits = model(xb, training=True)
+                per_example = k.losses.sparse_categorical_crossentropy(yb, logits,
+                                                                        from_logits=True)
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        return strategy.reduce("SUM", strategy.run(replica_fn, args=batch), axis=None)
+
+    for _ in range(EPOCHS):
+        for batch in strategy.experimental_distribute_dataset(ds):
+            step(batch)
+    return _weights(model)
+
+
+def _shard(rank: int, size: int):
+    """This rank's rows of every global batch, in step order."""
+    x, y = _data()
+    local = GLOBAL_BATCH // size
+    rows = np.concatenate([np.arange(s * GLOBAL_BATCH + rank * local,
+                                     s * GLOBAL_BATCH + (rank + 1) * local)
+                           for s in range(STEPS)])
+    return x[rows], y[rows], local
+
+
+def horovod(rank: int, size: int, addr: str, legacy: bool = False,
+            compression: str | None = None) -> dict:
+    """One process per device: DistributedOptimizer + callbacks (fit), DistributedGradientTape."""
+    tf = _tf(1)
+    k = _keras(legacy)
+    import pytfcomm
+    import pytfcomm.tf as ptf
+
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr)
+    x, y, local = _shard(rank, size)
+    out: dict = {}
+
+    # fit: rank r starts from different weights; the callback broadcasts rank 0's.
+    model = _model(k, seed=rank)
+    opt = pytfcomm.keras.DistributedOptimizer(k.optimizers.SGD(LR, momentum=0.9),
+                                              compression=compression)
+    assert isinstance(opt, k.optimizers.SGD)
+    model.compile(opt, _loss(k))
+    cbs = [pytfcomm.keras.callbacks.BroadcastGlobalVariablesCallback(0),
+           pytfcomm.keras.callbacks.MetricAverageCallback()]
+    hist = model.fit(x, y, batch_size=local, epochs=EPOCHS, shuffle=False, verbose=0,
+                     callbacks=cbs)
+    out["fit"] = _weights(model)
+    out["loss"] = [float(v) for v in hist.history["loss"]]
+
+    if not legacy:
+        out["tape"] = _tape_loop(tf, k, x, y, local, compression)
+        # broadcast_variables on its own: every rank ends with rank 1's values.
+        vs = [tf.Variable(tf.fill([3], float(rank))), tf.Variable([rank, rank], dtype=tf.int64),
+              tf.Variable(rank == 1)]
+        pytfcomm.broadcast_variables(vs, root=1)
+        out["broadcast"] = [v.numpy().tolist() for v in vs]
+    out["counters"] = ptf.counters()
+    if rank == 0:
+        out["reference"] = _reference(k)
+    comm.close()
+    return out
+
+
+def _tape_loop(tf, k, x, y, local: int, compression: str | None) -> list[np.ndarray]:
+    import pytfcomm
+
+    model = _model(k)  # same seed on every rank: no broadcast needed here
+    opt = k.optimizers.SGD(LR, momentum=0.9)
+    opt.build(model.trainable_variables)
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            logits = model(xb, training=True)
+            loss = tf.reduce_mean(k.losses.sparse_categorical_crossentropy(
+                yb, logits, from_logits=True))
+        tape = pytfcomm.DistributedGradientTape(tape, compression=compression)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    for _ in range(EPOCHS):
+        for s in range(STEPS):
+            step(x[s * local:(s + 1) * local], y[s * local:(s + 1) * local])
+    return _weights(model)

@@ -48,10 +48,16 @@ def start_ranks(
     per_rank_env: list[Mapping[str, str]] | None = None,
     workdir: Path,
     port: int | None = None,
+    host: str = "127.0.0.1",
+    per_rank_prefix: list[list[str]] | None = None,
 ) -> tuple[list[subprocess.Popen], list[Path], str]:
-    """Start the ranks without waiting; see run_ranks."""
+    """Start the ranks without waiting; see run_ranks.
+
+    ``per_rank_prefix[r]`` is put in front of rank r's command (e.g. ``ip netns
+    exec NS``); ``host`` is rank 0's rendezvous host.
+    """
     port = port or free_port()
-    addr = f"127.0.0.1:{port}"
+    addr = f"{host}:{port}"
     args_path = workdir / "args.pkl"
     args_path.write_bytes(pickle.dumps(args))
     procs, results = [], []
@@ -68,7 +74,8 @@ def start_ranks(
         with open(workdir / f"rank{r}.log", "wb") as log:  # the child keeps its own copy
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, str(ENTRY), target, str(r), str(n), addr, *paths],
+                    [*(per_rank_prefix[r] if per_rank_prefix else []),
+                     sys.executable, str(ENTRY), target, str(r), str(n), addr, *paths],
                     cwd=workdir,  # never the repo root: tests must import the installed package
                     env=child_env,
                     stdout=log,
@@ -129,6 +136,9 @@ def run_ranks(
     env: Mapping[str, str] | None = None,
     per_rank_env: list[Mapping[str, str]] | None = None,
     allow_failure: bool = False,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    per_rank_prefix: list[list[str]] | None = None,
 ) -> list[Any]:
     """Run ``target`` in n ranks and return each rank's return value (see module doc).
 
@@ -138,7 +148,8 @@ def run_ranks(
     with tempfile.TemporaryDirectory(prefix="pytfcomm-test-") as tmp:
         workdir = Path(tmp)
         procs, results, _ = start_ranks(
-            n, target, *args, env=env, per_rank_env=per_rank_env, workdir=workdir
+            n, target, *args, env=env, per_rank_env=per_rank_env, workdir=workdir,
+            host=host, port=port, per_rank_prefix=per_rank_prefix,
         )
         outcomes = collect(procs, results, workdir, timeout)
     if allow_failure:

@@ -58,6 +58,7 @@ struct Pack {
   std::vector<int64_t> offsets;
   int64_t bytes = 0;  // padded size
   Tensor buffer;
+  uint32_t tag = 2166136261u;  // FNV-1a of the member tensors' shapes
 };
 
 class AllReduceOp : public AsyncOpKernel {
@@ -163,7 +164,7 @@ class AllReduceOp : public AsyncOpKernel {
                        void* buf = const_cast<char*>(p.buffer.tensor_data().data());
                        const size_t elems = static_cast<size_t>(p.bytes) / dtype_size(p.dtype);
                        comm->allreduce(buf, buf, elems, p.dtype, wire_op, algorithm_,
-                                       CoreTimeout(timeout_));
+                                       CoreTimeout(timeout_), p.tag | 1u);
                        if (op_ == ReduceOp::kMean) divide(buf, buf, elems, p.dtype, contributions);
                        count(CounterKind::kCrossWorkerOps);
                      }
@@ -193,6 +194,14 @@ class AllReduceOp : public AsyncOpKernel {
         if (nbytes < threshold_) open[dtypes[j]] = index;
       }
       Pack& p = (*packs)[index];
+      // The digest travels with the buffer's collective: workers that fused
+      // different tensors (a different graph, or collectives run out of
+      // order) fail with a mismatch instead of reducing unrelated bytes.
+      auto mix = [&p](uint64_t v) {
+        for (int b = 0; b < 8; ++b) p.tag = (p.tag ^ ((v >> (8 * b)) & 0xff)) * 16777619u;
+      };
+      mix(static_cast<uint64_t>(t.dims()));
+      for (int d = 0; d < t.dims(); ++d) mix(static_cast<uint64_t>(t.dim_size(d)));
       p.tensors.push_back(j);
       p.offsets.push_back(p.bytes);
       p.bytes = RoundUp(p.bytes + nbytes);

@@ -17,6 +17,7 @@ import tensorflow as tf
 from .._dtypes import OPS
 from ..errors import InvalidArgumentError
 from . import _ops
+from ._ordering import ordered
 
 SUPPORTED_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.uint8,
                     tf.int32, tf.int64, tf.bool)
@@ -116,16 +117,17 @@ def allreduce_replicas(
     for t in flat[:m]:
         check_dtype(t.dtype)
     devices = list(devices) if devices is not None else [_device_of(r[0]) for r in replicas]
+    handle = comm_handle(communicator)
     with tf.device(devices[0]):
-        outs = _ops.ops().pytfcomm_all_reduce(
+        outs = ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(
             flat,
             num_devices=n,
             reduce_op=_op_name(op),
             fusion_threshold_bytes=int(fusion_threshold_bytes),
-            comm_handle=comm_handle(communicator),
+            comm_handle=handle,
             algorithm=algorithm,
             timeout_seconds=_timeout(timeout),
-        )
+        ))
     result = []
     for i in range(n):
         with tf.device(devices[i]):
@@ -180,10 +182,11 @@ def broadcast(
         t = tf.convert_to_tensor(tensor)
         check_dtype(t.dtype)
         devs = list(devices) if devices else [_device_of(t)]
+        handle = comm_handle(communicator)
         with tf.device(_device_of(t)):
-            outs = _ops.ops().pytfcomm_broadcast(
+            outs = ordered(handle, lambda: _ops.ops().pytfcomm_broadcast(
                 t, num_devices=len(devs), root_rank=root,
-                comm_handle=comm_handle(communicator), timeout_seconds=_timeout(timeout))
+                comm_handle=handle, timeout_seconds=_timeout(timeout)))
         result = []
         for d, o in zip(devs, outs, strict=False):
             with tf.device(d):
@@ -214,10 +217,10 @@ def allgather(
             if t.shape.rank == 0:
                 raise InvalidArgumentError("allgather needs tensors with at least one dimension")
         devs = [_device_of(t) for t in ts]
+        handle = comm_handle(communicator)
         with tf.device(devs[0]):
-            outs = _ops.ops().pytfcomm_all_gather(
-                ts, comm_handle=comm_handle(communicator),
-                timeout_seconds=_timeout(timeout))
+            outs = ordered(handle, lambda: _ops.ops().pytfcomm_all_gather(
+                ts, comm_handle=handle, timeout_seconds=_timeout(timeout)))
         result = []
         for d, o in zip(devs, outs, strict=False):
             with tf.device(d):
@@ -241,16 +244,17 @@ def _allreduce_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
     reduce_op = op.get_attr("reduce_op").decode()
     if reduce_op not in ("sum", "mean"):
         raise LookupError(f"pytfcomm all-reduce with op {reduce_op!r} has no gradient")
+    handle = op.get_attr("comm_handle")
     with tf.device(_op_device(op)):
-        return _ops.ops().pytfcomm_all_reduce(
+        return ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(
             _dense(grads, op.outputs),
             num_devices=op.get_attr("num_devices"),
             reduce_op=reduce_op,
             fusion_threshold_bytes=op.get_attr("fusion_threshold_bytes"),
-            comm_handle=op.get_attr("comm_handle"),
+            comm_handle=handle,
             algorithm=op.get_attr("algorithm").decode(),
             timeout_seconds=op.get_attr("timeout_seconds"),
-        )
+        ))
 
 
 @tf.RegisterGradient("PytfcommBroadcast")
@@ -260,9 +264,9 @@ def _broadcast_grad(op: tf.Operation, *grads: Any) -> tf.Tensor:
         handle = op.get_attr("comm_handle")
         if not handle:
             return total
-        total = _ops.ops().pytfcomm_all_reduce(
+        total = ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(
             [total], num_devices=1, reduce_op="sum", comm_handle=handle,
-            timeout_seconds=op.get_attr("timeout_seconds"))[0]
+            timeout_seconds=op.get_attr("timeout_seconds")))[0]
         is_root = _HANDLE_RANKS.get(handle, 0) == op.get_attr("root_rank")
         return total if is_root else tf.zeros_like(total)
 
@@ -272,9 +276,9 @@ def _allgather_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
     n = op.get_attr("num_devices")
     handle = op.get_attr("comm_handle")
     with tf.device(_op_device(op)):
-        total = _ops.ops().pytfcomm_all_reduce(
+        total = ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(
             _dense(grads, op.outputs), num_devices=n, reduce_op="sum", comm_handle=handle,
-            timeout_seconds=op.get_attr("timeout_seconds"))[0]
+            timeout_seconds=op.get_attr("timeout_seconds")))[0]
         rows = [tf.shape(x)[0] for x in op.inputs]
         start = _HANDLE_RANKS.get(handle, 0) * tf.add_n(rows) if handle else 0
         out = []

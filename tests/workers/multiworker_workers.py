@@ -205,3 +205,57 @@ def _tape_loop(tf, k, x, y, local: int, compression: str | None) -> list[np.ndar
         for s in range(STEPS):
             step(x[s * local:(s + 1) * local], y[s * local:(s + 1) * local])
     return _weights(model)
+
+
+def ordering(rank: int, size: int, addr: str, mode: str, chain: bool = True) -> dict:
+    """Many independent cross-process all-reduces, readied in a different order on each rank.
+
+    Op i's input costs a few matmuls on ranks where (i + rank) is even and
+    nothing elsewhere, so with 4 inter-op threads each rank finishes inputs
+    in a different order. ``chain=False`` turns pytfcomm's ordering tokens
+    off (to show what they prevent).
+    """
+    import tensorflow as tf
+
+    tf.config.threading.set_inter_op_parallelism_threads(4)
+    import pytfcomm
+    import pytfcomm.tf as ptf
+    from pytfcomm.tf import _ordering
+
+    if not chain:
+        _ordering.ordered = lambda handle, build: build()
+        import pytfcomm.tf.collectives as coll
+
+        coll.ordered = _ordering.ordered
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr)
+    n_ops = 48
+
+    def build():
+        m = tf.random.stateless_uniform([160, 160], seed=[1, 2]) / 160.0
+        outs = []
+        for i in range(n_ops):
+            x = tf.fill([i * 37 + 1], float(rank + 1) * (i + 1))
+            if (i + rank) % 2 == 0:
+                heavy = m
+                for _ in range(6):
+                    heavy = tf.matmul(heavy, m)
+                x = x + 0.0 * tf.reduce_sum(heavy)
+            outs.append(ptf.allreduce(x, op="sum"))
+        return outs
+
+    expect = [float(sum(range(1, size + 1))) * (i + 1) for i in range(n_ops)]
+    results = []
+    if mode == "function":
+        fn = tf.function(build)
+        for _ in range(3):
+            results.append([float(o.numpy()[-1]) for o in fn()])
+    else:
+        graph = tf.Graph()
+        with graph.as_default():
+            outs = build()
+        cfg = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=4)
+        with tf.compat.v1.Session(graph=graph, config=cfg) as sess:
+            for _ in range(3):
+                results.append([float(o[-1]) for o in sess.run(outs)])
+    comm.close()
+    return {"ok": all(r == expect for r in results), "results": results[0][:4]}

@@ -1,0 +1,283 @@
+"""Multi-worker TF benchmark: pytfcomm vs TF's MultiWorkerMirroredStrategy (RING), one run.
+
+    python -m benchmarks.tf_multiworker [--np 2] [--iters 10] [--json out.json]
+
+Starts ``--np`` worker processes on 127.0.0.1 for each backend in turn:
+
+* ``pytfcomm-mwms``: ``pytfcomm.MultiWorkerMirroredStrategy()``;
+* ``tf-mwms-ring``: ``tf.distribute.MultiWorkerMirroredStrategy`` with the RING
+  implementation (gRPC between workers; TF's own collective);
+* ``pytfcomm-horovod``: one process per worker, no strategy:
+  ``pytfcomm.allreduce`` / ``allreduce_gradients`` / ``DistributedGradientTape``.
+
+What is timed (median of ``--iters`` after warm-up, every result checked):
+
+* ``reduce-16MiB``: ``strategy.reduce(SUM, strategy.run(identity, t), axis=None)`` of a
+  16 MiB float32 tensor in a ``tf.function`` (Horovod-style: ``pytfcomm.allreduce``);
+* ``resnet50-grads``: the SUM all-reduce of a ResNet-50-shaped gradient set (161
+  float32 tensors, 25.6M values) inside ``strategy.run`` (``ReplicaContext.all_reduce``
+  of the list, the path ``apply_gradients`` takes); Horovod-style:
+  ``allreduce_gradients``;
+* ``train``: examples/s of a custom training loop (an MLP 64-1024-1024-10, 2.2M
+  parameters, on digits-shaped data, 128 examples per worker per step, SGD);
+* ``keras-fit``: examples/s of Keras 3 ``model.fit`` on the same model, or the error
+  it raises.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks._launch import free_ports
+
+BACKENDS = ("pytfcomm-mwms", "tf-mwms-ring", "pytfcomm-horovod")
+LOCAL_BATCH = 128
+REDUCE_ELEMS = 4 << 20  # 16 MiB of float32
+
+
+# --------------------------------------------------------------------------- worker side
+def _mlp(keras):
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((64,)), keras.layers.Dense(1024, activation="relu"),
+                             keras.layers.Dense(1024, activation="relu"),
+                             keras.layers.Dense(10)])
+
+
+def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) -> dict:
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    if backend != "pytfcomm-horovod":
+        os.environ["TF_CONFIG"] = json.dumps({
+            "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports[1:size + 1]]},
+            "task": {"type": "worker", "index": rank}})
+    os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size),
+                      PYTFCOMM_ADDR=f"127.0.0.1:{ports[0]}")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import pytfcomm
+    from benchmarks.tf_local import resnet50_shapes, timed
+
+    strategy = None
+    if backend == "pytfcomm-mwms":
+        strategy = pytfcomm.MultiWorkerMirroredStrategy()
+    elif backend == "tf-mwms-ring":
+        impl = tf.distribute.experimental.CommunicationImplementation.RING
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=tf.distribute.experimental.CommunicationOptions(
+                implementation=impl))
+    else:
+        pytfcomm.init()
+    out: dict = {"rank": rank}
+    warm = 3
+
+    # reduce-16MiB
+    t = tf.constant(np.full(REDUCE_ELEMS, rank + 1, np.float32))
+    if strategy is not None:
+        @tf.function
+        def reduce16(x):
+            return strategy.reduce("SUM", strategy.run(tf.identity, args=(x,)), axis=None)
+    else:
+        @tf.function
+        def reduce16(x):
+            return pytfcomm.allreduce(x, op="sum")
+    got = reduce16(t).numpy()
+    assert got[0] == size * (size + 1) / 2 and got[-1] == got[0], got[:3]
+    out["reduce-16MiB"] = timed(lambda: reduce16(t).numpy(), warm, iters)
+
+    # resnet50-grads
+    shapes = resnet50_shapes()
+    grads = [tf.constant(np.full(s, rank + 1, np.float32)) for s in shapes]
+    if strategy is not None:
+        def replica_fn(*gs):
+            ctx = tf.distribute.get_replica_context()
+            return ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.identity(g) for g in gs])
+
+        @tf.function
+        def grads_step(gs):
+            res = strategy.experimental_local_results(strategy.run(replica_fn, args=tuple(gs)))
+            return tf.add_n([tf.reshape(x, [-1])[0] for x in tf.nest.flatten(res)])
+    else:
+        @tf.function
+        def grads_step(gs):
+            res = pytfcomm.allreduce_gradients(gs, op="sum")
+            return tf.add_n([tf.reshape(x, [-1])[0] for x in res])
+    got = float(grads_step(grads))
+    assert got == len(shapes) * size * (size + 1) / 2, got
+    out["resnet50-grads"] = timed(lambda: grads_step(grads).numpy(), warm, iters)
+
+    # train: custom loop
+    rng = np.random.default_rng(rank)
+    xb = tf.constant(rng.random((LOCAL_BATCH, 64), np.float32))
+    yb = tf.constant(rng.integers(0, 10, LOCAL_BATCH).astype(np.int32))
+    gb = LOCAL_BATCH * size
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    if strategy is not None:
+        with strategy.scope():
+            model = _mlp(keras)
+            opt = keras.optimizers.SGD(0.01)
+
+        def replica_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.nn.compute_average_loss(loss_fn(y, model(x, training=True)),
+                                                  global_batch_size=gb)
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        @tf.function
+        def train_step():
+            return strategy.reduce("SUM", strategy.run(replica_step, (xb, yb)), axis=None)
+    else:
+        model = _mlp(keras)
+        opt = keras.optimizers.SGD(0.01)
+
+        @tf.function
+        def train_step():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(loss_fn(yb, model(xb, training=True)))
+            tape = pytfcomm.DistributedGradientTape(tape)
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+    step_s = timed(lambda: train_step().numpy(), warm, iters * 3)
+    out["train"] = gb / step_s
+
+    # keras-fit
+    try:
+        x = rng.random((LOCAL_BATCH * size * 20, 64), np.float32)
+        y = rng.integers(0, 10, len(x)).astype(np.int32)
+        if strategy is not None:
+            ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(gb)
+            with strategy.scope():
+                model = _mlp(keras)
+                model.compile(keras.optimizers.SGD(0.01),
+                              keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            model.fit(ds, epochs=1, verbose=0)  # trace and warm up
+            t0 = time.perf_counter()
+            model.fit(ds, epochs=2, verbose=0)
+        else:
+            model = _mlp(keras)
+            model.compile(pytfcomm.keras.DistributedOptimizer(keras.optimizers.SGD(0.01)),
+                          keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            mine = slice(rank * LOCAL_BATCH * 20, (rank + 1) * LOCAL_BATCH * 20)
+            model.fit(x[mine], y[mine], batch_size=LOCAL_BATCH, epochs=1, verbose=0)
+            t0 = time.perf_counter()
+            model.fit(x[mine], y[mine], batch_size=LOCAL_BATCH, epochs=2, verbose=0)
+        out["keras-fit"] = 2 * len(x) / (time.perf_counter() - t0)
+    except Exception as exc:  # TF's own strategy fails here in TF 2.21: report it
+        out["keras-fit"] = f"fails: {type(exc).__name__}: {str(exc).splitlines()[0][:90]}"
+    return out
+
+
+# --------------------------------------------------------------------------- parent side
+def _run_backend(backend: str, n: int, iters: int, timeout: float) -> list[dict] | str:
+    ports = free_ports(n + 1)
+    with tempfile.TemporaryDirectory(prefix="ptc-tfmw-") as tmp:
+        procs = []
+        for r in range(n):
+            cmd = [sys.executable, "-m", "benchmarks.tf_multiworker", "--worker", backend,
+                   "--rank", str(r), "--np", str(n), "--ports", ",".join(map(str, ports)),
+                   "--iters", str(iters), "--out", str(Path(tmp) / f"rank{r}.json")]
+            log = open(Path(tmp) / f"rank{r}.log", "wb")
+            procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                           start_new_session=True), log))
+        deadline = time.monotonic() + timeout
+        status = "ok"
+        try:
+            for p, _ in procs:
+                p.wait(timeout=max(1.0, deadline - time.monotonic()))
+                if p.returncode != 0:
+                    status = f"rank exited with {p.returncode}"
+                    break
+        except subprocess.TimeoutExpired:
+            status = f"timed out after {timeout:.0f} s"
+        finally:
+            for p, log in procs:
+                if p.poll() is None:
+                    os.killpg(p.pid, 9)
+                    p.wait()
+                log.close()
+        if status != "ok":
+            tail = (Path(tmp) / "rank0.log").read_text(errors="replace")[-1500:]
+            return f"{status}\n{tail}"
+        return [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(n)]
+
+
+def _fmt(v: object, unit: str) -> str:
+    if isinstance(v, str):
+        return v
+    return f"{v * 1e3:.2f}" if unit == "ms" else f"{v:,.0f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--timeout", type=float, default=400)
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--ports", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        ports = [int(p) for p in args.ports.split(",")]
+        res = _worker(args.worker, args.rank, args.np, ports, args.iters)
+        Path(args.out).write_text(json.dumps(res))
+        return 0
+
+    results: dict[str, dict] = {}
+    for b in args.backends.split(","):
+        print(f"[tf_multiworker] {b} with {args.np} workers ...", file=sys.stderr, flush=True)
+        got = _run_backend(b, args.np, args.iters, args.timeout)
+        if isinstance(got, str):
+            print(f"[tf_multiworker] {b} failed: {got}", file=sys.stderr)
+            results[b] = {"error": got.splitlines()[0]}
+            continue
+        keys = ("reduce-16MiB", "resnet50-grads", "train", "keras-fit")
+        # Times: the slowest worker's median; rates: the slowest worker's.
+        row = {}
+        for k in keys:
+            vals = [g[k] for g in got]
+            if any(isinstance(v, str) for v in vals):
+                row[k] = next(v for v in vals if isinstance(v, str))
+            else:
+                row[k] = max(vals) if k in ("reduce-16MiB", "resnet50-grads") else min(vals)
+        results[b] = row
+    ref = results.get("tf-mwms-ring", {})
+
+    def ratio(b: str, k: str, higher_better: bool) -> str:
+        a, r = results[b].get(k), ref.get(k)
+        if not isinstance(a, float) or not isinstance(r, float) or b == "tf-mwms-ring":
+            return ""
+        return f" ({(a / r if higher_better else r / a):.1f}x)"
+
+    print(f"\n{args.np} workers on 127.0.0.1; ratios vs tf-mwms-ring (higher = pytfcomm better)\n")
+    print("| backend | reduce 16 MiB (ms) | ResNet-50 grads (ms) | train (examples/s) "
+          "| Keras fit (examples/s) |")
+    print("|---|---:|---:|---:|---:|")
+    for b, row in results.items():
+        if "error" in row:
+            print(f"| {b} | failed: {row['error']} | | | |")
+            continue
+        print(f"| {b} | {_fmt(row['reduce-16MiB'], 'ms')}{ratio(b, 'reduce-16MiB', False)} "
+              f"| {_fmt(row['resnet50-grads'], 'ms')}{ratio(b, 'resnet50-grads', False)} "
+              f"| {_fmt(row['train'], 'rate')}{ratio(b, 'train', True)} "
+              f"| {_fmt(row['keras-fit'], 'rate')}{ratio(b, 'keras-fit', True)} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"np": args.np, "results": results}, indent=1))
+    return 0 if all("error" not in r for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

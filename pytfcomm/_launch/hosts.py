@@ -58,14 +58,19 @@ class Placement:
 
 
 def _is_own_address(ip: str) -> bool:
-    """True when ``ip`` is assigned to this machine (binding it succeeds); no DNS."""
+    """True when ``ip`` is assigned to this machine; no DNS, no packet sent.
+
+    The kernel picks ``ip`` itself as the source for a route to one of its own
+    addresses (binding is no test: ``ip_nonlocal_bind`` may allow any address).
+    """
     family = socket.AF_INET6 if ":" in ip else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_DGRAM) as s:
-            s.bind((ip, 0))
+            s.connect((ip, 9))
+            own = s.getsockname()[0]
     except OSError:
         return False
-    return True
+    return ipaddress.ip_address(own.split("%", 1)[0]) == ipaddress.ip_address(ip)
 
 
 def is_local_host(name: str) -> bool:

@@ -479,7 +479,33 @@ def _from_pytfcomm_env(env: Mapping[str, str]) -> ClusterSpec | None:
             )
         parsed = parse_addr(SINGLE_PROCESS_ADDR)
     host, port = parsed
-    return _make_spec(rank=rank, size=size, host=host, port=port, source="PYTFCOMM", env=env)
+    local_rank, local_size = _pytfcomm_local(env, size)
+    return _make_spec(
+        rank=rank,
+        size=size,
+        host=host,
+        port=port,
+        source="PYTFCOMM",
+        env=env,
+        local_rank=local_rank,
+        local_size=local_size,
+    )
+
+
+def _pytfcomm_local(env: Mapping[str, str], size: int) -> tuple[int | None, int | None]:
+    """PYTFCOMM_LOCAL_RANK / PYTFCOMM_LOCAL_SIZE (set by pytfcomm-run), checked; None if unset."""
+    local_rank = _env_int(env, "PYTFCOMM_LOCAL_RANK", "this rank's index on its host")
+    local_size = _env_int(env, "PYTFCOMM_LOCAL_SIZE", "the number of ranks on this host")
+    if local_size is not None and not 1 <= local_size <= size:
+        raise ConfigError(
+            f"PYTFCOMM_LOCAL_SIZE={local_size} is out of range 1..{size} (PYTFCOMM_SIZE)."
+        )
+    if local_rank is not None and not 0 <= local_rank < (local_size or size):
+        raise ConfigError(
+            f"PYTFCOMM_LOCAL_RANK={local_rank} is out of range: it must satisfy "
+            f"0 <= PYTFCOMM_LOCAL_RANK < {local_size or size}."
+        )
+    return local_rank, local_size
 
 
 _TF_EXAMPLE = (

@@ -1,0 +1,182 @@
+"""Each rank's environment: rank, size, rendezvous address, ports, TF_CONFIG, secret.
+
+Ports (docs/launching.md, "pytfcomm-run"):
+
+* a job on this machine only, without ``--port``: the launcher picks ``size + 1``
+  distinct free ports on the rendezvous address, one TensorFlow port per rank and the
+  pytfcomm rendezvous port;
+* otherwise (remote hosts, or ``--port P``, default 29500): the pytfcomm port is ``P``
+  on rank 0's host and the TensorFlow port of a rank is ``P + 1 + local_rank`` on its
+  machine, so pytfcomm's port is never one of TensorFlow's.
+
+``PYTFCOMM_ADDR`` is always set, so TF_CONFIG is only there for TensorFlow itself
+(``MultiWorkerMirroredStrategy``); pytfcomm reads ``PYTFCOMM_*`` first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import socket
+from collections.abc import Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+from .._cluster import format_addr
+from .hosts import Placement, UsageError
+
+__all__ = ["DEFAULT_PORT", "MIN_SECRET", "JobPlan", "job_secret", "make_plan"]
+
+DEFAULT_PORT = 29500
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: pytfcomm refuses shorter secrets (communicator._MIN_SECRET).
+MIN_SECRET = 16
+#: Variables the launcher sets for every rank (stale values in the caller's env are replaced).
+RANK_VARS = (
+    "PYTFCOMM_RANK",
+    "PYTFCOMM_SIZE",
+    "PYTFCOMM_ADDR",
+    "PYTFCOMM_LOCAL_RANK",
+    "PYTFCOMM_LOCAL_SIZE",
+    "TF_CONFIG",
+)
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What every rank is told: ``envs[r]`` holds rank r's variables (secret excluded)."""
+
+    placements: list[Placement]
+    addr: str
+    tf_workers: list[str]
+    envs: list[dict[str, str]]
+
+
+def job_secret(environ: Mapping[str, str]) -> str:
+    """The caller's PYTFCOMM_SECRET if set (checked), else 32 fresh random bytes as hex."""
+    given = environ.get("PYTFCOMM_SECRET", "")
+    if given:
+        if len(given) < MIN_SECRET:
+            raise UsageError(
+                f"PYTFCOMM_SECRET is too short ({len(given)} characters; pytfcomm needs at "
+                f"least {MIN_SECRET}): unset it to let pytfcomm-run generate one."
+            )
+        return given
+    return secrets.token_hex(32)
+
+
+def _route_address(remote: str) -> str:
+    """This machine's address on the route to ``remote`` (a UDP connect sends nothing)."""
+    try:
+        infos = socket.getaddrinfo(remote, 9, type=socket.SOCK_DGRAM)
+        family, _, _, _, sockaddr = infos[0]
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.connect(sockaddr)
+            return s.getsockname()[0]
+    except (OSError, IndexError) as exc:
+        raise UsageError(
+            f"cannot work out this machine's address as seen from {remote!r} ({exc}): pass "
+            "--bind <this machine's address on the network the hosts share>."
+        ) from None
+
+
+def _host_addresses(placements: list[Placement], bind: str | None) -> dict[str, str]:
+    """machine key -> the address other ranks use for it (TF_CONFIG, PYTFCOMM_ADDR)."""
+    remote = [p.host for p in placements if not p.host.local]
+    out: dict[str, str] = {}
+    for p in placements:
+        h = p.host
+        if h.machine in out:
+            continue
+        if not h.local:
+            out[h.machine] = h.name
+        elif bind:
+            out[h.machine] = bind
+        elif not remote:
+            out[h.machine] = "127.0.0.1"
+        else:
+            out[h.machine] = _route_address(remote[0].name)
+    return out
+
+
+def _free_ports(host: str, count: int) -> list[int]:
+    """``count`` distinct ports that were free on ``host`` a moment ago."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            s = stack.enter_context(socket.socket(family, socket.SOCK_STREAM))
+            try:
+                s.bind((host, 0))
+            except OSError as exc:
+                raise UsageError(f"cannot bind a port on {host!r} ({exc}): check --bind.") from None
+            ports.append(s.getsockname()[1])
+    return ports
+
+
+def make_plan(placements: list[Placement], *, port: int | None, bind: str | None) -> JobPlan:
+    """Addresses, ports and environment of every rank (the secret is added by the caller)."""
+    size = len(placements)
+    addresses = _host_addresses(placements, bind)
+    rank0_host = addresses[placements[0].host.machine]
+    all_local = all(p.host.local for p in placements)
+    if port is None and all_local:
+        ports = _free_ports(rank0_host, size + 1)
+        pytfcomm_port, tf_ports = ports[0], ports[1:]
+    else:
+        pytfcomm_port = DEFAULT_PORT if port is None else port
+        top = pytfcomm_port + max(p.local_size for p in placements)
+        if pytfcomm_port < 1 or top > 65535:
+            raise UsageError(
+                f"--port {pytfcomm_port}: ports {pytfcomm_port}..{top} must lie in 1..65535 "
+                "(pytfcomm uses the port, TensorFlow the next one per local rank)."
+            )
+        tf_ports = [pytfcomm_port + 1 + p.local_rank for p in placements]
+    addr = format_addr(rank0_host, pytfcomm_port)
+    workers = [
+        format_addr(addresses[p.host.machine], tf_port)
+        for p, tf_port in zip(placements, tf_ports, strict=True)
+    ]
+    envs = []
+    for p in placements:
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": p.rank}}
+        envs.append(
+            {
+                "PYTFCOMM_RANK": str(p.rank),
+                "PYTFCOMM_SIZE": str(size),
+                "PYTFCOMM_ADDR": addr,
+                "PYTFCOMM_LOCAL_RANK": str(p.local_rank),
+                "PYTFCOMM_LOCAL_SIZE": str(p.local_size),
+                "TF_CONFIG": json.dumps(tf_config, separators=(",", ":")),
+            }
+        )
+    return JobPlan(placements, addr, workers, envs)
+
+
+def forwarded_vars(specs: list[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """``-x NAME`` (the caller's value) and ``-x NAME=VALUE`` options as a dict."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, eq, value = spec.partition("=")
+        if not _NAME_RE.fullmatch(name):
+            raise UsageError(f"-x {spec!r}: expected NAME or NAME=VALUE with a valid name.")
+        if name == "PYTFCOMM_SECRET" or name in RANK_VARS:
+            raise UsageError(f"-x {name}: pytfcomm-run sets {name} itself.")
+        if not eq:
+            if name not in environ:
+                raise UsageError(f"-x {name}: {name} is not set here; use -x {name}=VALUE.")
+            value = environ[name]
+        out[name] = value
+    return out
+
+
+def remote_passthrough(environ: Mapping[str, str]) -> dict[str, str]:
+    """The caller's PYTFCOMM_* settings (tuning knobs) that remote ranks also get."""
+    skip = {*RANK_VARS, "PYTFCOMM_SECRET", "PYTFCOMM_RUN_SSH"}
+    return {k: v for k, v in environ.items() if k.startswith("PYTFCOMM_") and k not in skip}
+
+
+def local_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The caller's environment without stale rank variables (local ranks inherit it)."""
+    return {k: v for k, v in environ.items() if k not in RANK_VARS}

@@ -1,0 +1,227 @@
+"""``pytfcomm-run``: start the ranks of a pytfcomm job (``python -m pytfcomm.launcher``).
+
+::
+
+    pytfcomm-run -np 4 python train.py --epochs 3          # 4 ranks on this machine
+    pytfcomm-run -H node1:4,node2:4 python train.py        # 8 ranks, node2's over ssh
+
+Every rank gets PYTFCOMM_RANK/SIZE/ADDR/LOCAL_RANK/LOCAL_SIZE, TF_CONFIG and the job
+secret PYTFCOMM_SECRET; its output lines are prefixed with ``[rank] ``. When a rank fails
+the others are stopped and the launcher exits with that rank's code. Under ``srun`` or
+``mpirun`` no launcher is needed: ``pytfcomm.init()`` reads their variables.
+docs/launching.md describes every option; docs/security.md the secret.
+
+This module imports neither TensorFlow nor anything that needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+
+from ._launch.hosts import Host, UsageError, is_local_host, parse_host_list, parse_hostfile, place
+from ._launch.output import OutputRelay
+from ._launch.plan import (
+    forwarded_vars,
+    job_secret,
+    local_env,
+    make_plan,
+    remote_passthrough,
+)
+from ._launch.procs import Job, RankSpec
+from ._launch.remote import DEFAULT_SSH, ssh_argv
+
+__all__ = ["build_parser", "main"]
+
+PROG = "pytfcomm-run"
+USAGE_EXIT = 2
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be positive")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port in 1..65535")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser of ``pytfcomm-run``."""
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        usage=f"{PROG} [-np N] [-H HOST:SLOTS,... | --hostfile FILE] [options] command [args...]",
+        description="Start the ranks of a pytfcomm job and supervise them.",
+        epilog="Exit code: 0 when every rank succeeds; otherwise the first failing rank's code "
+        "(128+N if killed by signal N), 128+N when the launcher got signal N, 124 on "
+        "--timeout, 2 for bad arguments. See docs/launching.md.",
+        allow_abbrev=False,
+    )
+    p.add_argument(
+        "-np",
+        "-n",
+        "--np",
+        dest="np",
+        type=_positive_int,
+        metavar="N",
+        help="number of ranks (default: every slot of -H/--hostfile, else 1)",
+    )
+    hosts = p.add_mutually_exclusive_group()
+    hosts.add_argument(
+        "-H",
+        "--hosts",
+        metavar="HOST[:SLOTS],...",
+        help="hosts and their slots, e.g. node1:4,node2:4 (default localhost)",
+    )
+    hosts.add_argument(
+        "--hostfile", metavar="FILE", help="one host per line: 'host slots=N' or 'host:N'"
+    )
+    p.add_argument(
+        "--port",
+        type=_port,
+        metavar="PORT",
+        help="pytfcomm rendezvous port on rank 0's host; TensorFlow's are "
+        "PORT+1+local_rank (default: free ports for a local job, 29500 otherwise)",
+    )
+    p.add_argument(
+        "--bind",
+        metavar="ADDR",
+        help="this machine's address as the other hosts see it (multi-host jobs; "
+        "default: the address routing to the first remote host)",
+    )
+    p.add_argument(
+        "--ssh-command",
+        metavar="CMD",
+        help=f"ssh client and options (default $PYTFCOMM_RUN_SSH or '{DEFAULT_SSH}')",
+    )
+    p.add_argument(
+        "-x",
+        dest="export",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="also set this variable on remote ranks (repeatable)",
+    )
+    p.add_argument("--no-prefix", action="store_true", help="relay output without '[rank] '")
+    p.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="also write rank.<r>.stdout / rank.<r>.stderr there (unprefixed)",
+    )
+    p.add_argument(
+        "--kill-timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="S",
+        help="grace between SIGTERM and SIGKILL when stopping ranks (default 10)",
+    )
+    p.add_argument(
+        "--timeout", type=_seconds, metavar="S", help="stop the job after S seconds and exit 124"
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print where each rank runs and its ports (never the secret)",
+    )
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the program each rank runs")
+    return p
+
+
+def _hosts(args: argparse.Namespace) -> list[Host]:
+    if args.hosts is not None:
+        return parse_host_list(args.hosts)
+    if args.hostfile is not None:
+        return parse_hostfile(args.hostfile)
+    return [Host("localhost", "localhost", args.np or 1, local=True)]
+
+
+def _check_bind(bind: str | None) -> None:
+    if bind is not None and not is_local_host(bind):
+        raise UsageError(f"--bind {bind!r} is not an address of this machine.")
+
+
+def _rank_specs(args: argparse.Namespace, command: list[str]) -> tuple[list[RankSpec], str]:
+    _check_bind(args.bind)
+    placements = place(_hosts(args), args.np)
+    plan = make_plan(placements, port=args.port, bind=args.bind)
+    secret = job_secret(os.environ)
+    exported = forwarded_vars(args.export, os.environ)
+    base = {**local_env(os.environ), **exported}
+    passthrough = {**remote_passthrough(os.environ), **exported}
+    specs = []
+    for p, env in zip(plan.placements, plan.envs, strict=True):
+        if p.host.local:
+            full = {**base, **env, "PYTFCOMM_SECRET": secret}
+            specs.append(RankSpec(p.rank, p.host.target, command, full))
+        else:
+            argv = ssh_argv(
+                args.ssh_command, p.host.target, command, {**passthrough, **env}, args.kill_timeout
+            )
+            line = (secret + "\n").encode()
+            specs.append(RankSpec(p.rank, p.host.target, argv, dict(os.environ), line))
+    summary = f"{len(placements)} rank(s), rendezvous {plan.addr}, TF workers {plan.tf_workers}"
+    return specs, summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``pytfcomm-run`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        parser.error("the command to run is missing, e.g. pytfcomm-run -np 2 python train.py")
+    if command[0].startswith("-"):
+        parser.error(f"unknown option {command[0]!r} (options go before the command)")
+
+    def say(message: str) -> None:
+        print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+    try:
+        specs, summary = _rank_specs(args, command)
+    except UsageError as exc:
+        parser.print_usage(sys.stderr)
+        say(f"error: {exc}")
+        return USAGE_EXIT
+    if args.verbose:
+        say(summary)
+        for s in specs:
+            where = "local" if s.stdin_line is None else "ssh"
+            say(f"rank {s.rank} on {s.host} ({where}): {shlex.join(s.argv)[:300]}")
+    try:
+        relay = OutputRelay(prefix=not args.no_prefix, output_dir=args.output_dir)
+    except OSError as exc:
+        say(f"error: --output-dir {args.output_dir!r}: {exc}")
+        return USAGE_EXIT
+    job = Job(relay, kill_timeout=args.kill_timeout, timeout=args.timeout, say=say)
+    return job.run(specs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,437 @@
+"""pytfcomm-run: environment per rank, output prefixes, exit codes, failures, signals, ssh.
+
+Every launcher run here is bounded (``timeout=``) and killed with its whole process group
+if a test fails; ranks run tests/workers/launcher_worker.py on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytfcomm import _cluster
+from pytfcomm._launch import hosts as hosts_mod
+from pytfcomm._launch import plan as plan_mod
+from pytfcomm._launch.remote import remote_command
+
+WORKERS = Path(__file__).resolve().parent / "workers"
+WORKER = str(WORKERS / "launcher_worker.py")
+FAKE_SSH = str(WORKERS / "launcher_fake_ssh.sh")
+LAUNCHER = Path(sys.executable).with_name("pytfcomm-run")
+PY = sys.executable
+LINE_RE = re.compile(rb"^\[(\d+)\] (.*)$", re.DOTALL)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTFCOMM_", "SLURM_", "OMPI_", "PMI", "TF_CONFIG"))
+    }
+    env.update(PYTFCOMM_CONNECT_TIMEOUT="30", PYTFCOMM_TIMEOUT="60", **extra)
+    return env
+
+
+def launch(
+    *args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the launcher to completion (killed with its group at the deadline)."""
+    with started(*args, cwd=cwd, env=env) as proc:
+        out, err = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@contextlib.contextmanager
+def started(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(
+        [str(LAUNCHER), *args],
+        cwd=cwd,
+        env=env or _env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=10)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie counts as gone); pids come from our workers only."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+@pytest.fixture(autouse=True)
+def _kill_leftovers(tmp_path: Path) -> Iterator[None]:
+    """After each test, SIGKILL any worker (or its child) still alive: no strays on failure."""
+    yield
+    for path in tmp_path.glob("pid*"):
+        for pid in (int(p) for p in path.read_text().split()):
+            with contextlib.suppress(OSError):
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                if b"launcher_worker" in cmdline or cmdline.startswith(b"sleep"):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def wait_gone(pids: list[int], timeout: float = 10) -> list[int]:
+    """The pids still running after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+def wait_files(paths: list[Path], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(p.exists() for p in paths):
+        assert time.monotonic() < deadline, f"never written: {[p for p in paths if not p.exists()]}"
+        time.sleep(0.05)
+
+
+def by_rank(stream: bytes) -> dict[int, list[bytes]]:
+    """Split prefixed output into each rank's lines; every line must carry a prefix."""
+    out: dict[int, list[bytes]] = {}
+    for line in stream.split(b"\n")[:-1]:
+        m = LINE_RE.match(line)
+        assert m, f"line without a rank prefix: {line[:120]!r}"
+        out.setdefault(int(m.group(1)), []).append(m.group(2))
+    assert stream.endswith(b"\n") or not stream
+    return out
+
+
+def read_views(tmp_path: Path, n: int) -> list[dict]:
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(n)]
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def test_every_rank_gets_its_environment_and_one_secret(tmp_path: Path) -> None:
+    res = launch("-np", "3", "-v", PY, WORKER, "env", str(tmp_path), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr.decode()
+    views = read_views(tmp_path, 3)
+    assert [v["PYTFCOMM_RANK"] for v in views] == ["0", "1", "2"]
+    assert {v["PYTFCOMM_SIZE"] for v in views} == {"3"}
+    assert [v["PYTFCOMM_LOCAL_RANK"] for v in views] == ["0", "1", "2"]
+    assert {v["PYTFCOMM_LOCAL_SIZE"] for v in views} == {"3"}
+    addrs = {v["PYTFCOMM_ADDR"] for v in views}
+    assert len(addrs) == 1
+    host, port = _cluster.parse_addr(addrs.pop())
+    assert host == "127.0.0.1"
+    configs = [json.loads(v["TF_CONFIG"]) for v in views]
+    workers = configs[0]["cluster"]["worker"]
+    assert len(workers) == 3 and all(c["cluster"]["worker"] == workers for c in configs)
+    assert [c["task"] for c in configs] == [{"type": "worker", "index": r} for r in range(3)]
+    tf_ports = [_cluster.parse_addr(w)[1] for w in workers]
+    assert len(set(tf_ports)) == 3 and port not in tf_ports
+    secrets_ = {v["PYTFCOMM_SECRET"] for v in views}
+    assert len(secrets_) == 1
+    secret = secrets_.pop()
+    assert re.fullmatch(r"[0-9a-f]{64}", secret)
+    assert secret.encode() not in res.stdout + res.stderr
+    # pytfcomm itself agrees with what the launcher meant (PYTFCOMM_* win over TF_CONFIG).
+    for r, v in enumerate(views):
+        spec = _cluster.resolve(environ={**v, "PYTFCOMM_HOST_ID": "h"})
+        assert (spec.rank, spec.size, spec.source, spec.local_rank, spec.local_size) == (
+            r,
+            3,
+            "PYTFCOMM",
+            r,
+            3,
+        )
+
+
+def test_a_given_secret_is_used_and_a_short_one_refused(tmp_path: Path) -> None:
+    given = "s" * 40
+    res = launch("-np", "2", PY, WORKER, "env", str(tmp_path), cwd=tmp_path,
+                 env=_env(PYTFCOMM_SECRET=given))  # fmt: skip
+    assert res.returncode == 0, res.stderr.decode()
+    assert {v["PYTFCOMM_SECRET"] for v in read_views(tmp_path, 2)} == {given}
+    res = launch("-np", "2", PY, WORKER, "env", str(tmp_path), cwd=tmp_path,
+                 env=_env(PYTFCOMM_SECRET="short"))  # fmt: skip
+    assert res.returncode == 2 and b"PYTFCOMM_SECRET is too short" in res.stderr
+
+
+def test_local_host_list_runs_without_ssh(tmp_path: Path) -> None:
+    # --ssh-command false: any attempt to use ssh would fail the job.
+    res = launch("-H", "localhost:2,127.0.0.1:1", "--ssh-command", "false",
+                 PY, WORKER, "env", str(tmp_path), cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr.decode()
+    views = read_views(tmp_path, 3)
+    assert [(v["PYTFCOMM_RANK"], v["PYTFCOMM_LOCAL_RANK"]) for v in views] == [
+        ("0", "0"),
+        ("1", "1"),
+        ("2", "2"),
+    ]
+    assert {v["PYTFCOMM_LOCAL_SIZE"] for v in views} == {"3"}
+
+
+# --------------------------------------------------------------------------- output
+
+
+def test_every_output_line_carries_its_rank(tmp_path: Path) -> None:
+    res = launch("-np", "3", PY, WORKER, "lines", str(tmp_path), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr.decode()
+    out, err = by_rank(res.stdout), by_rank(res.stderr)
+    assert sorted(out) == sorted(err) == [0, 1, 2]
+    for r in range(3):
+        expect = [f"rank {r} line {i} ".encode() + b"x" * (i % 50 + 1) for i in range(200)]
+        assert out[r][:200] == expect  # whole lines, in order, never mixed with another rank
+        tail = out[r][200:]
+        assert tail[0] == b"bin \xff\xfe\x00 end"
+        assert b"".join(tail[1:-1]) == b"L" * 70000 and len(tail) > 3  # cut, not lost
+        assert tail[-1] == b"no newline at the end"
+        assert err[r] == [f"rank {r} err {i} ".encode() + b"y" * (i % 30 + 1) for i in range(200)]
+
+
+def test_no_prefix_and_output_dir(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    res = launch("-np", "2", "--no-prefix", "--output-dir", str(logs),
+                 PY, WORKER, "lines", str(tmp_path), cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr.decode()
+    assert not re.search(rb"^\[\d+\] ", res.stdout, re.MULTILINE)
+    assert res.stdout.count(b"rank 1 line 199 ") == 1
+    for r in range(2):
+        text = (logs / f"rank.{r}.stdout").read_bytes()
+        assert text.startswith(f"rank {r} line 0 x\n".encode())
+        assert text.endswith(b"no newline at the end")
+        assert (logs / f"rank.{r}.stderr").read_bytes().startswith(f"rank {r} err 0 ".encode())
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def _pids(tmp_path: Path, n: int) -> list[int]:
+    return [int(p) for r in range(n) for p in (tmp_path / f"pid{r}").read_text().split()]
+
+
+@pytest.mark.parametrize(("how", "code", "words"), [("3", 3, b"exited with code 3"),
+                                                    ("kill", 137, b"SIGKILL")])  # fmt: skip
+def test_a_failing_rank_stops_the_others(tmp_path: Path, how: str, code: int, words: bytes) -> None:
+    t0 = time.monotonic()
+    res = launch("-np", "3", "--kill-timeout", "5",
+                 PY, WORKER, "fail", str(tmp_path), how, "1", cwd=tmp_path)  # fmt: skip
+    elapsed = time.monotonic() - t0
+    assert res.returncode == code, res.stderr.decode()
+    assert b"rank 1 " in res.stderr and words in res.stderr
+    assert elapsed < 20, f"took {elapsed:.1f} s: the sleeping ranks were not stopped"
+    pids = _pids(tmp_path, 3)  # ranks and their grandchildren
+    assert wait_gone(pids, timeout=5) == []
+
+
+def test_timeout_stops_the_job(tmp_path: Path) -> None:
+    res = launch("-np", "2", "--timeout", "1", "--kill-timeout", "2",
+                 PY, WORKER, "wait", str(tmp_path), cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 124 and b"--timeout" in res.stderr
+    assert wait_gone(_pids(tmp_path, 2), timeout=5) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signals_are_forwarded(tmp_path: Path, sig: signal.Signals) -> None:
+    with started("-np", "3", PY, WORKER, "wait", str(tmp_path), cwd=tmp_path) as proc:
+        wait_files([tmp_path / f"pid{r}" for r in range(3)])
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + sig, err.decode()
+    assert [(tmp_path / f"got{r}").read_text() for r in range(3)] == [str(int(sig))] * 3
+    assert wait_gone(_pids(tmp_path, 3), timeout=5) == []
+
+
+def test_ranks_die_with_the_launcher(tmp_path: Path) -> None:
+    with started("-np", "2", PY, WORKER, "wait", str(tmp_path), cwd=tmp_path) as proc:
+        wait_files([tmp_path / f"pid{r}" for r in range(2)])
+        os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up: PR_SET_PDEATHSIG must
+        proc.communicate(timeout=30)
+    assert wait_gone(_pids(tmp_path, 2), timeout=10) == []
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["-np", "0", "true"], "must be at least 1"),
+        (["-np", "2"], "command to run is missing"),
+        (["-H", "a:b", "true"], "slots 'b' must be a positive integer"),
+        (["-H", "node1:0", "true"], "must be a positive integer"),
+        (["-H", "fd00::1:2", "true"], "IPv6 address in brackets"),
+        (["-H", "bad/host:2", "true"], "is not a host"),
+        (["-H", "a:1,a:1", "true"], "listed twice"),
+        (["-H", "localhost:2", "-np", "3", "true"], "exceeds the 2 slot(s)"),
+        (["--hostfile", "/nonexistent/hosts", "true"], "cannot read it"),
+        (["--port", "70000", "true"], "not a port"),
+        (["-x", "1BAD", "true"], "NAME or NAME=VALUE"),
+        (["--bogus", "true"], "unrecognized arguments"),
+    ],
+)
+def test_bad_arguments_exit_2(tmp_path: Path, args: list[str], fragment: str) -> None:
+    res = launch(*args, cwd=tmp_path, timeout=30)
+    assert res.returncode == 2, res.stderr.decode()
+    assert fragment.encode() in res.stderr and b"usage:" in res.stderr
+    assert res.stdout == b""
+
+
+def test_missing_program_exits_127(tmp_path: Path) -> None:
+    res = launch("-np", "2", "no-such-program-pytfcomm", cwd=tmp_path, timeout=30)
+    assert res.returncode == 127 and b"cannot start rank 0" in res.stderr
+
+
+# --------------------------------------------------------------------------- ssh
+
+
+def _ssh_job(tmp_path: Path, *extra: str) -> list[str]:
+    port = str(plan_mod._free_ports("127.0.0.1", 1)[0])
+    return ["-H", "localhost:1,fakehost:2", "--bind", "127.0.0.1", "--port", port,
+            "--ssh-command", FAKE_SSH, *extra]  # fmt: skip
+
+
+def test_ssh_ranks_get_quoted_args_env_and_secret(tmp_path: Path) -> None:
+    log = tmp_path / "ssh.log"
+    odd = 'it\'s a "test" $HOME `id` ; * \\'
+    env = _env(FAKE_SSH_LOG=str(log), PYTFCOMM_LOG_LEVEL="1", FOO="should not pass")
+    res = launch(*_ssh_job(tmp_path, "-x", "FOO=x y'z"), PY, WORKER, "env", str(tmp_path), odd,
+                 cwd=tmp_path, env=env)  # fmt: skip
+    assert res.returncode == 0, res.stderr.decode()
+    views = read_views(tmp_path, 3)
+    secret = views[0]["PYTFCOMM_SECRET"]
+    assert {v["PYTFCOMM_SECRET"] for v in views} == {secret}
+    for r, v in enumerate(views):
+        assert v["argv"][1:] == ["env", str(tmp_path), odd]
+        assert v["cwd"] == str(tmp_path)
+        assert v["PYTFCOMM_RANK"] == str(r) and v["PYTFCOMM_SIZE"] == "3"
+        assert json.loads(v["TF_CONFIG"])["task"]["index"] == r
+        assert v["FOO"] == "x y'z"
+        assert v["PYTFCOMM_LOG_LEVEL"] == "1"
+    assert [(v["PYTFCOMM_LOCAL_RANK"], v["PYTFCOMM_LOCAL_SIZE"]) for v in views] == [
+        ("0", "1"),
+        ("0", "2"),
+        ("1", "2"),
+    ]
+    ssh_log = log.read_text()
+    assert ssh_log.count("host=fakehost\n") == 2 and ssh_log.count("argc=1\n") == 2
+    assert secret not in ssh_log and secret.encode() not in res.stdout + res.stderr
+
+
+def test_ssh_ranks_reduce_and_are_stopped_on_failure(tmp_path: Path) -> None:
+    res = launch(*_ssh_job(tmp_path), PY, WORKER, "allreduce", str(tmp_path), "a b",
+                 cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr.decode()
+    got = {r: json.loads(lines[0]) for r, lines in by_rank(res.stdout).items()}
+    assert got == {r: {"rank": r, "sum": [6.0] * 4, "argv": ["a b"]} for r in range(3)}
+    # rank 0 (local) fails while the ssh ranks sleep: their watchdog must stop them.
+    res = launch(*_ssh_job(tmp_path, "--kill-timeout", "3"),
+                 PY, WORKER, "fail", str(tmp_path), "4", "0", cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 4, res.stderr.decode()
+    assert wait_gone(_pids(tmp_path, 3), timeout=10) == []
+
+
+def test_remote_command_survives_the_shell() -> None:
+    argv = ["prog", "a b", "it's", '"q"', "$X", "`x`", "\\", ""]
+    cmd = remote_command(argv, {"A": "1 2", "B": "it's"}, "/a dir", grace=3)
+    words = shlex.split(cmd)
+    assert words[:3] == ["cd", "/a dir", "&&"]
+    assert words[5:7] == ["A=1 2", "B=it's"]
+    assert words[-len(argv) :] == argv
+    with pytest.raises(AssertionError):
+        remote_command(argv, {"PYTFCOMM_SECRET": "x" * 20}, "/", grace=3)
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def test_allreduce_end_to_end(tmp_path: Path) -> None:
+    script = (
+        "import pytfcomm, numpy as np; c = pytfcomm.init(); "
+        "print(c.allreduce(np.ones(4)*(c.rank+1)))"
+    )
+    res = launch("-np", "2", PY, "-c", script, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr.decode()
+    assert sorted(res.stdout.decode().splitlines()) == ["[0] [3. 3. 3. 3.]", "[1] [3. 3. 3. 3.]"]
+
+
+def test_module_entry_point_and_no_tensorflow(tmp_path: Path) -> None:
+    code = "import sys, pytfcomm.launcher; print('tensorflow' in sys.modules)"
+    res = subprocess.run([PY, "-c", code], cwd=tmp_path, capture_output=True, timeout=60)
+    assert res.stdout == b"False\n", res.stderr.decode()
+    res = subprocess.run([PY, "-m", "pytfcomm.launcher", "-np", "2", PY, "-c", "print('hi')"],
+                         cwd=tmp_path, capture_output=True, timeout=60, env=_env())  # fmt: skip
+    assert res.returncode == 0 and sorted(res.stdout.splitlines()) == [b"[0] hi", b"[1] hi"]
+
+
+# --------------------------------------------------------------------------- units
+
+
+def test_host_parsing_and_placement(tmp_path: Path) -> None:
+    hosts = hosts_mod.parse_host_list("localhost:2,user@node7:3,[2001:db8::5]")
+    assert [(h.target, h.name, h.slots, h.local) for h in hosts] == [
+        ("localhost", "localhost", 2, True),
+        ("user@node7", "node7", 3, False),
+        ("2001:db8::5", "2001:db8::5", 1, False),
+    ]
+    placed = hosts_mod.place(hosts, 4)
+    assert [(p.host.name, p.local_rank, p.local_size) for p in placed] == [
+        ("localhost", 0, 2),
+        ("localhost", 1, 2),
+        ("node7", 0, 2),
+        ("node7", 1, 2),
+    ]
+    assert len(hosts_mod.place(hosts, None)) == 6
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# cluster\nnode1 slots=4\n\nnode2:2  # comment\nnode3\n")
+    assert [(h.name, h.slots) for h in hosts_mod.parse_hostfile(str(hostfile))] == [
+        ("node1", 4),
+        ("node2", 2),
+        ("node3", 1),
+    ]
+    hostfile.write_text("node1 cpus=4\n")
+    with pytest.raises(hosts_mod.UsageError, match="hosts:1: unexpected 'cpus=4'"):
+        hosts_mod.parse_hostfile(str(hostfile))
+
+
+def test_remote_ports_never_collide() -> None:
+    placed = hosts_mod.place(hosts_mod.parse_host_list("node1:2,node2:2"), None)
+    plan = plan_mod.make_plan(placed, port=29500, bind=None)
+    assert plan.addr == "node1:29500"
+    assert plan.tf_workers == ["node1:29501", "node1:29502", "node2:29501", "node2:29502"]
+    with pytest.raises(hosts_mod.UsageError, match=r"must lie in 1\.\.65535"):
+        plan_mod.make_plan(placed, port=65534, bind=None)
+
+
+def test_cluster_reads_local_rank_and_size() -> None:
+    base = {"PYTFCOMM_RANK": "1", "PYTFCOMM_SIZE": "4", "PYTFCOMM_ADDR": "127.0.0.1:5"}
+    spec = _cluster.resolve(
+        environ={**base, "PYTFCOMM_LOCAL_RANK": "1", "PYTFCOMM_LOCAL_SIZE": "2"}
+    )
+    assert (spec.local_rank, spec.local_size) == (1, 2)
+    assert _cluster.resolve(environ=base).local_rank is None
+    for bad in (
+        {"PYTFCOMM_LOCAL_SIZE": "5"},
+        {"PYTFCOMM_LOCAL_RANK": "2", "PYTFCOMM_LOCAL_SIZE": "2"},
+    ):
+        with pytest.raises(_cluster.ConfigError, match="PYTFCOMM_LOCAL_"):
+            _cluster.resolve(environ={**base, **bad})

@@ -147,7 +147,8 @@ py::dict gpu_info(const std::vector<std::string>& nccl_candidates) {
   gpu::DriverStatus ds = gpu::driver_status();
   d["cuda_driver"] = ds.loaded ? py::str(ds.path) : py::str("not found");
   d["cuda_driver_version"] =
-      ds.version ? py::str(str_cat(ds.version / 1000, ".", (ds.version % 1000) / 10)) : py::str("-");
+      ds.version ? py::str(str_cat(ds.version / 1000, ".", (ds.version % 1000) / 10))
+                 : py::str("-");
   d["gpus"] = ds.device_count;
   if (!ds.error.empty()) d["gpu_status"] = ds.error;
   gpu::set_nccl_candidates(nccl_candidates);
@@ -222,8 +223,8 @@ void bind_gpu(py::module_& m) {
           py::arg("shape_tag") = 0)
       .def(
           "reduce_scatter",
-          [](gpu::GpuCommunicator& g, py::object src, py::object dst, int op, int size,
-             int backend, double timeout, uint32_t shape_tag) {
+          [](gpu::GpuCommunicator& g, py::object src, py::object dst, int op, int size, int backend,
+             double timeout, uint32_t shape_tag) {
             Imported in = import_cuda(g, src, "input");
             Imported out = import_cuda(g, dst, "out");
             check_out(in, out, in.buf.count / static_cast<size_t>(size),
@@ -244,9 +245,7 @@ void bind_gpu(py::module_& m) {
       });
 #else
   m.def("set_nccl_candidates", [](const std::vector<std::string>&) {});
-  m.def("GpuCommunicator", [](py::object) -> py::object {
-    PTC_THROW(kConfig, kNoCuda);
-  });
+  m.def("GpuCommunicator", [](py::object) -> py::object { PTC_THROW(kConfig, kNoCuda); });
 #endif
 }
 

@@ -25,17 +25,17 @@ const Loaded& load() {
     void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) {
       const char* why = dlerror();
-      l->status.error = str_cat("no CUDA driver: dlopen(", name, ") failed (",
-                                why ? why : "unknown reason",
-                                "); install the NVIDIA driver or run on a machine with a GPU");
+      l->status.error =
+          str_cat("no CUDA driver: dlopen(", name, ") failed (", why ? why : "unknown reason",
+                  "); install the NVIDIA driver or run on a machine with a GPU");
       return l;
     }
-#define PTC_RESOLVE(fn)                                                                      \
-  l->api.fn = reinterpret_cast<decltype(&::fn)>(dlsym(h, #fn));                            \
-  if (l->api.fn == nullptr) {                                                                \
-    l->status.error = str_cat("the CUDA driver in ", name, " lacks ", #fn,                   \
+#define PTC_RESOLVE(fn)                                                                     \
+  l->api.fn = reinterpret_cast<decltype(&::fn)>(dlsym(h, #fn));                             \
+  if (l->api.fn == nullptr) {                                                               \
+    l->status.error = str_cat("the CUDA driver in ", name, " lacks ", #fn,                  \
                               "; it is too old for this build (update the NVIDIA driver)"); \
-    return l;                                                                                \
+    return l;                                                                               \
   }
     PTC_CUDA_DRIVER_FUNCS(PTC_RESOLVE)
 #undef PTC_RESOLVE

@@ -16,41 +16,41 @@ namespace pytfcomm::gpu {
 
 // Every driver entry point pytfcomm uses; the names are the exported
 // (versioned) symbols.
-#define PTC_CUDA_DRIVER_FUNCS(X) \
-  X(cuInit)                      \
-  X(cuDriverGetVersion)          \
-  X(cuGetErrorString)            \
-  X(cuDeviceGetCount)            \
-  X(cuDeviceGet)                 \
-  X(cuDeviceGetName)             \
-  X(cuDevicePrimaryCtxRetain)    \
+#define PTC_CUDA_DRIVER_FUNCS(X)  \
+  X(cuInit)                       \
+  X(cuDriverGetVersion)           \
+  X(cuGetErrorString)             \
+  X(cuDeviceGetCount)             \
+  X(cuDeviceGet)                  \
+  X(cuDeviceGetName)              \
+  X(cuDevicePrimaryCtxRetain)     \
   X(cuDevicePrimaryCtxRelease_v2) \
-  X(cuCtxGetCurrent)             \
-  X(cuCtxSetCurrent)             \
-  X(cuPointerGetAttribute)       \
-  X(cuStreamCreate)              \
-  X(cuStreamDestroy_v2)          \
-  X(cuStreamQuery)               \
-  X(cuStreamWaitEvent)           \
-  X(cuEventCreate)               \
-  X(cuEventDestroy_v2)           \
-  X(cuEventRecord)               \
-  X(cuEventQuery)                \
-  X(cuMemHostAlloc)              \
-  X(cuMemFreeHost)               \
-  X(cuMemcpyDtoHAsync_v2)        \
-  X(cuMemcpyHtoDAsync_v2)        \
-  X(cuMemcpyDtoDAsync_v2)        \
-  X(cuModuleLoadData)            \
-  X(cuModuleGetFunction)         \
+  X(cuCtxGetCurrent)              \
+  X(cuCtxSetCurrent)              \
+  X(cuPointerGetAttribute)        \
+  X(cuStreamCreate)               \
+  X(cuStreamDestroy_v2)           \
+  X(cuStreamQuery)                \
+  X(cuStreamWaitEvent)            \
+  X(cuEventCreate)                \
+  X(cuEventDestroy_v2)            \
+  X(cuEventRecord)                \
+  X(cuEventQuery)                 \
+  X(cuMemHostAlloc)               \
+  X(cuMemFreeHost)                \
+  X(cuMemcpyDtoHAsync_v2)         \
+  X(cuMemcpyHtoDAsync_v2)         \
+  X(cuMemcpyDtoDAsync_v2)         \
+  X(cuModuleLoadData)             \
+  X(cuModuleGetFunction)          \
   X(cuLaunchKernel)
 
 struct CudaDriver {
 #define PTC_DECLARE(name) decltype(&::name) name = nullptr;
   PTC_CUDA_DRIVER_FUNCS(PTC_DECLARE)
 #undef PTC_DECLARE
-  std::string path;    // where libcuda was found
-  int version = 0;     // cuDriverGetVersion, e.g. 13000
+  std::string path;  // where libcuda was found
+  int version = 0;   // cuDriverGetVersion, e.g. 13000
   int device_count = 0;
 };
 
@@ -74,10 +74,10 @@ std::string cu_error_text(CUresult r);
 }  // namespace pytfcomm::gpu
 
 // Check a driver call; failures are kInternal errors naming the call.
-#define PTC_CU_CHECK(call)                                                           \
-  do {                                                                               \
-    CUresult ptc_r_ = (call);                                                        \
-    if (ptc_r_ != CUDA_SUCCESS)                                                      \
-      PTC_THROW(kInternal, "CUDA call ", #call, " failed: ",                         \
-                ::pytfcomm::gpu::cu_error_text(ptc_r_));                             \
+#define PTC_CU_CHECK(call)                                            \
+  do {                                                                \
+    CUresult ptc_r_ = (call);                                         \
+    if (ptc_r_ != CUDA_SUCCESS)                                       \
+      PTC_THROW(kInternal, "CUDA call ", #call,                       \
+                " failed: ", ::pytfcomm::gpu::cu_error_text(ptc_r_)); \
   } while (0)

@@ -14,8 +14,7 @@ namespace pytfcomm::gpu {
 Device::Device(int ordinal) : ordinal_(ordinal) {
   const CudaDriver& d = driver();
   PTC_CHECK_ARG(ordinal >= 0 && ordinal < d.device_count, "the tensor is on cuda:", ordinal,
-                " but this process sees ", d.device_count,
-                " GPU(s) (check CUDA_VISIBLE_DEVICES)");
+                " but this process sees ", d.device_count, " GPU(s) (check CUDA_VISIBLE_DEVICES)");
   PTC_CU_CHECK(d.cuDeviceGet(&dev_, ordinal));
   PTC_CU_CHECK(d.cuDevicePrimaryCtxRetain(&ctx_, dev_));
   ScopedContext scope(ctx_);
@@ -46,7 +45,8 @@ void Device::launch(CUfunction f, size_t count, void** args) {
   if (count == 0) return;
   constexpr unsigned kThreads = 256;
   // Grid-stride loops: a few waves are enough to saturate memory bandwidth.
-  unsigned blocks = static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 4096));
+  unsigned blocks =
+      static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 4096));
   PTC_CU_CHECK(driver().cuLaunchKernel(f, blocks, 1, 1, kThreads, 1, 1, 0, stream_, args, nullptr));
 }
 

@@ -118,12 +118,16 @@ void GpuCommunicator::run(const char* name, int kind, const DeviceBuffer& in, Re
                           Body body) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) {
-    PTC_THROW(kClosed, failure_.empty() ? "this communicator is closed"
-                                        : "this communicator was closed after an earlier error: ",
+    PTC_THROW(kClosed,
+              failure_.empty() ? "this communicator is closed"
+                               : "this communicator was closed after an earlier error: ",
               failure_, "; create a new one with pytfcomm.init()");
   }
   PTC_CHECK_ARG(!comm_->closed(), "this communicator is closed; create a new one with init()");
   TimePoint deadline = deadline_after(timeout_s > 0 ? timeout_s : params().timeout_s);
+  // PYTFCOMM_GPU_TRANSPORT, when set, wins over what the caller derived from
+  // init(transport=...).
+  if (gpu_params().transport != Backend::kAuto) backend = gpu_params().transport;
   Device& dev = device_for(in.device);
   ScopedContext scope(dev.context());
   try {
@@ -193,8 +197,8 @@ void GpuCommunicator::broadcast(const DeviceBuffer& in, const DeviceBuffer& out,
   run("broadcast", 2, in, ReduceOp::kSum, root, 0, backend, timeout_s, shape_tag,
       [&](Backend b, Device& dev, TimePoint deadline) {
         if (comm_->rank() == root && in.ptr != out.ptr) {
-          PTC_CU_CHECK(driver().cuMemcpyDtoDAsync_v2(out.ptr, in.ptr,
-                                                     in.count * dtype_size(in.dtype), dev.stream()));
+          PTC_CU_CHECK(driver().cuMemcpyDtoDAsync_v2(
+              out.ptr, in.ptr, in.count * dtype_size(in.dtype), dev.stream()));
         }
         if (b == Backend::kStaged) {
           stager_->broadcast(*comm_, out.ptr, out.count, out.dtype, root, deadline, shape_tag);

@@ -50,8 +50,8 @@ class GpuCommunicator {
                  double timeout_s, uint32_t shape_tag);
   void allgather(const DeviceBuffer& in, const DeviceBuffer& out, Backend backend, double timeout_s,
                  uint32_t shape_tag);
-  void reduce_scatter(const DeviceBuffer& in, const DeviceBuffer& out, ReduceOp op,
-                      Backend backend, double timeout_s, uint32_t shape_tag);
+  void reduce_scatter(const DeviceBuffer& in, const DeviceBuffer& out, ReduceOp op, Backend backend,
+                      double timeout_s, uint32_t shape_tag);
 
   // "nccl" or "staged": what the last collective used ("" before any).
   std::string last_backend() const;

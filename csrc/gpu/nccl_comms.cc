@@ -84,8 +84,8 @@ NcclComms::NcclComms(Communicator& boot, Device& device, TimePoint deadline)
   }
   boot.broadcast(&id, sizeof(id), DType::kUInt8, 0, seconds_left(deadline));
   world_ = init_comm(id, boot.size(), boot.rank(), deadline, "world");
-  PTC_LOG(kInfo, "NCCL ", nccl_version_string(n.version), " communicator ready on cuda:",
-          device.ordinal(), " (", boot.size(), " ranks)");
+  PTC_LOG(kInfo, "NCCL ", nccl_version_string(n.version),
+          " communicator ready on cuda:", device.ordinal(), " (", boot.size(), " ranks)");
 }
 
 NcclComms::~NcclComms() {
@@ -123,9 +123,8 @@ void NcclComms::abort() noexcept {
 void NcclComms::fail(ncclComm_t comm, ncclResult_t r, const char* call) {
   const NcclLib& n = nccl();
   std::string last = comm ? n.ncclGetLastError(comm) : n.ncclGetLastError(nullptr);
-  std::string what =
-      str_cat(call, " failed: ", n.ncclGetErrorString(r), last.empty() ? "" : " (", last,
-              last.empty() ? "" : ")");
+  std::string what = str_cat(call, " failed: ", n.ncclGetErrorString(r), last.empty() ? "" : " (",
+                             last, last.empty() ? "" : ")");
   abort();
   // A remote or system error means a peer or the network went away; the
   // rest are usage or internal errors (a duplicate GPU among the ranks of
@@ -239,9 +238,9 @@ void NcclComms::wait(TimePoint deadline, const char* what) {
 void NcclComms::allreduce(CUdeviceptr in, CUdeviceptr out, size_t count, DType dtype, ReduceOp op,
                           TimePoint deadline) {
   PTC_CHECK_ARG(!failed_, "the NCCL communicator was aborted after an earlier error");
-  ncclResult_t r = nccl().ncclAllReduce(reinterpret_cast<const void*>(in),
-                                        reinterpret_cast<void*>(out), count, nccl_type(dtype),
-                                        nccl_op(op, dtype), world_, device_.stream());
+  ncclResult_t r =
+      nccl().ncclAllReduce(reinterpret_cast<const void*>(in), reinterpret_cast<void*>(out), count,
+                           nccl_type(dtype), nccl_op(op, dtype), world_, device_.stream());
   settle(world_, r, "ncclAllReduce", deadline);
 }
 
@@ -261,8 +260,8 @@ void NcclComms::hierarchical_allreduce(CUdeviceptr in, CUdeviceptr out, size_t c
     ncclResult_t r = n.ncclReduceScatter(reinterpret_cast<const void*>(in),
                                          reinterpret_cast<void*>(mine), part, t, o, local_comm_, s);
     settle(local_comm_, r, "ncclReduceScatter (within the host)", deadline);
-    r = n.ncclAllReduce(reinterpret_cast<const void*>(mine), reinterpret_cast<void*>(mine), part,
-                        t, o, cross_comm_, s);
+    r = n.ncclAllReduce(reinterpret_cast<const void*>(mine), reinterpret_cast<void*>(mine), part, t,
+                        o, cross_comm_, s);
     settle(cross_comm_, r, "ncclAllReduce (across hosts)", deadline);
     // In place: NCCL allows sendbuff == recvbuff + rank * count.
     r = n.ncclAllGather(reinterpret_cast<const void*>(mine), reinterpret_cast<void*>(out), part, t,
@@ -299,10 +298,9 @@ void NcclComms::allgather(CUdeviceptr in, CUdeviceptr out, size_t count, DType d
 void NcclComms::reduce_scatter(CUdeviceptr in, CUdeviceptr out, size_t count_out, DType dtype,
                                ReduceOp op, TimePoint deadline) {
   PTC_CHECK_ARG(!failed_, "the NCCL communicator was aborted after an earlier error");
-  ncclResult_t r = nccl().ncclReduceScatter(reinterpret_cast<const void*>(in),
-                                            reinterpret_cast<void*>(out), count_out,
-                                            nccl_type(dtype), nccl_op(op, dtype), world_,
-                                            device_.stream());
+  ncclResult_t r = nccl().ncclReduceScatter(
+      reinterpret_cast<const void*>(in), reinterpret_cast<void*>(out), count_out, nccl_type(dtype),
+      nccl_op(op, dtype), world_, device_.stream());
   settle(world_, r, "ncclReduceScatter", deadline);
 }
 

@@ -24,11 +24,11 @@ std::string try_load(const std::string& path) {
     return why ? why : "dlopen failed";
   }
   NcclLib lib;
-#define PTC_RESOLVE(fn)                                           \
-  lib.fn = reinterpret_cast<decltype(&::fn)>(dlsym(h, #fn));      \
-  if (lib.fn == nullptr) {                                        \
-    dlclose(h);                                                   \
-    return str_cat("missing symbol ", #fn, " (NCCL too old?)");   \
+#define PTC_RESOLVE(fn)                                         \
+  lib.fn = reinterpret_cast<decltype(&::fn)>(dlsym(h, #fn));    \
+  if (lib.fn == nullptr) {                                      \
+    dlclose(h);                                                 \
+    return str_cat("missing symbol ", #fn, " (NCCL too old?)"); \
   }
   PTC_NCCL_FUNCS(PTC_RESOLVE)
 #undef PTC_RESOLVE

@@ -84,9 +84,8 @@ void Stager::pipeline(size_t chunks, TimePoint deadline,
   }
 }
 
-void Stager::allreduce(Communicator& c, CUdeviceptr in, CUdeviceptr out, size_t count,
-                       DType dtype, ReduceOp op, Algorithm algorithm, TimePoint deadline,
-                       uint32_t shape_tag) {
+void Stager::allreduce(Communicator& c, CUdeviceptr in, CUdeviceptr out, size_t count, DType dtype,
+                       ReduceOp op, Algorithm algorithm, TimePoint deadline, uint32_t shape_tag) {
   const CudaDriver& d = driver();
   const size_t esz = dtype_size(dtype);
   const size_t per = std::max<size_t>(1, chunk_bytes_ / esz);
@@ -95,14 +94,15 @@ void Stager::allreduce(Communicator& c, CUdeviceptr in, CUdeviceptr out, size_t 
   pipeline(
       chunks, deadline,
       [&](size_t i, char* h) {
-        PTC_CU_CHECK(d.cuMemcpyDtoHAsync_v2(h, in + i * per * esz, n_of(i) * esz, device_.stream()));
+        PTC_CU_CHECK(
+            d.cuMemcpyDtoHAsync_v2(h, in + i * per * esz, n_of(i) * esz, device_.stream()));
       },
       [&](size_t i, char* h) {
         c.allreduce(h, h, n_of(i), dtype, op, algorithm, seconds_left(deadline), shape_tag);
       },
       [&](size_t i, char* h) {
-        PTC_CU_CHECK(
-            d.cuMemcpyHtoDAsync_v2(out + i * per * esz, h, n_of(i) * esz, device_.copy_in_stream()));
+        PTC_CU_CHECK(d.cuMemcpyHtoDAsync_v2(out + i * per * esz, h, n_of(i) * esz,
+                                            device_.copy_in_stream()));
       });
 }
 
@@ -133,8 +133,8 @@ void Stager::broadcast(Communicator& c, CUdeviceptr buf, size_t count, DType dty
       });
 }
 
-void Stager::allgather(Communicator& c, CUdeviceptr in, CUdeviceptr out, size_t count,
-                       DType dtype, TimePoint deadline, uint32_t shape_tag) {
+void Stager::allgather(Communicator& c, CUdeviceptr in, CUdeviceptr out, size_t count, DType dtype,
+                       TimePoint deadline, uint32_t shape_tag) {
   const CudaDriver& d = driver();
   const size_t esz = dtype_size(dtype);
   const size_t n = static_cast<size_t>(c.size());
@@ -147,7 +147,8 @@ void Stager::allgather(Communicator& c, CUdeviceptr in, CUdeviceptr out, size_t 
   pipeline(
       chunks, deadline,
       [&](size_t i, char* h) {
-        PTC_CU_CHECK(d.cuMemcpyDtoHAsync_v2(h, in + i * per * esz, n_of(i) * esz, device_.stream()));
+        PTC_CU_CHECK(
+            d.cuMemcpyDtoHAsync_v2(h, in + i * per * esz, n_of(i) * esz, device_.stream()));
       },
       [&](size_t i, char* h) {
         c.allgather(h, h + per * esz, n_of(i), dtype, seconds_left(deadline), shape_tag);
@@ -177,8 +178,9 @@ void Stager::reduce_scatter(Communicator& c, CUdeviceptr in, CUdeviceptr out, si
       chunks, deadline,
       [&](size_t i, char* h) {
         for (size_t r = 0; r < n; ++r) {
-          PTC_CU_CHECK(d.cuMemcpyDtoHAsync_v2(h + r * n_of(i) * esz, in + (r * part + i * per) * esz,
-                                              n_of(i) * esz, device_.stream()));
+          PTC_CU_CHECK(d.cuMemcpyDtoHAsync_v2(h + r * n_of(i) * esz,
+                                              in + (r * part + i * per) * esz, n_of(i) * esz,
+                                              device_.stream()));
         }
       },
       [&](size_t i, char* h) {

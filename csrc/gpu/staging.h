@@ -32,8 +32,8 @@ class Stager {
   void allgather(Communicator& c, CUdeviceptr in, CUdeviceptr out, size_t count, DType dtype,
                  TimePoint deadline, uint32_t shape_tag);
   // count: elements of `in`; `out` gets count / size.
-  void reduce_scatter(Communicator& c, CUdeviceptr in, CUdeviceptr out, size_t count,
-                      DType dtype, ReduceOp op, TimePoint deadline, uint32_t shape_tag);
+  void reduce_scatter(Communicator& c, CUdeviceptr in, CUdeviceptr out, size_t count, DType dtype,
+                      ReduceOp op, TimePoint deadline, uint32_t shape_tag);
 
  private:
   // The pipeline: for chunk i in [0, n): copy_out(i, host) is enqueued on

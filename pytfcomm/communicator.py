@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import zlib
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 
-from . import _cluster, _core
+from . import _cluster, _core, _dlpack
 from ._dtypes import algorithm_code, dtype_code, op_code
 from .errors import CommClosedError, ConfigError, InvalidArgumentError
 
@@ -67,9 +68,20 @@ class Communicator:
     After a communication error the communicator is closed on every rank.
     """
 
-    def __init__(self, core: _core.Communicator, spec: _cluster.ClusterSpec) -> None:
+    def __init__(
+        self, core: _core.Communicator, spec: _cluster.ClusterSpec, gpu_backend: int = 0
+    ) -> None:
         self._core = core
         self.spec = spec
+        self._gpu_backend = gpu_backend  # how GPU tensors move (_dlpack.BACKEND_*)
+        self._gpu: Any = None  # _core.GpuCommunicator, made on the first GPU tensor
+
+    def _gpu_comm(self) -> Any:
+        """The core's GPU communicator (NCCL / staging), created on first use."""
+        if self._gpu is None:
+            _core.set_nccl_candidates(_dlpack.nccl_candidates())
+            self._gpu = _core.GpuCommunicator(self._core)
+        return self._gpu
 
     # -- identity -----------------------------------------------------------------
     @property
@@ -125,8 +137,16 @@ class Communicator:
         ``"min"``, ``"max"`` or ``"prod"``. ``out`` receives the result without
         allocating (``out=x`` works in place). ``algorithm`` is ``"auto"``,
         ``"ring"``, ``"hierarchical"`` or ``"recursive_doubling"``. Every rank
-        gets bitwise-identical results.
+        gets bitwise-identical results. DLPack tensors (CuPy, PyTorch) work too:
+        CUDA ones through NCCL or staging (docs/gpu.md).
         """
+        if _dlpack.is_dlpack(x):
+            kw = {"op": op, "algorithm": algorithm, "timeout": timeout}
+            args = (op_code(op), algorithm_code(algorithm))
+            tag = shape_tag(tuple(x.shape))
+            return _dlpack.collective(
+                self, "allreduce", x, out, tuple(x.shape), args, kw, _timeout(timeout), tag
+            )
         x = _check_input(x)
         code = op_code(op)
         alg = algorithm_code(algorithm)
@@ -145,6 +165,20 @@ class Communicator:
         timeout: float | None = None,
     ) -> np.ndarray:
         """Every rank gets rank ``root``'s ``x`` (same shape and dtype on every rank)."""
+        if _dlpack.is_dlpack(x):
+            self._check_root(root)
+            kw = {"root": root, "timeout": timeout}
+            return _dlpack.collective(
+                self,
+                "broadcast",
+                x,
+                out,
+                tuple(x.shape),
+                (int(root),),
+                kw,
+                _timeout(timeout),
+                shape_tag(tuple(x.shape)),
+            )
         x = _check_input(x)
         self._check_root(root)
         if out is None:
@@ -162,6 +196,21 @@ class Communicator:
         self, x: np.ndarray, *, out: np.ndarray | None = None, timeout: float | None = None
     ) -> np.ndarray:
         """Concatenate every rank's ``x`` along axis 0, in rank order."""
+        if _dlpack.is_dlpack(x):
+            if len(x.shape) == 0:
+                raise InvalidArgumentError("allgather needs an array with at least one dimension")
+            shape = (int(x.shape[0]) * self.size, *x.shape[1:])
+            return _dlpack.collective(
+                self,
+                "allgather",
+                x,
+                out,
+                shape,
+                (self.size,),
+                {"timeout": timeout},
+                _timeout(timeout),
+                shape_tag(tuple(x.shape)),
+            )
         x = _check_input(x)
         if x.ndim == 0:
             raise InvalidArgumentError("allgather needs an array with at least one dimension")
@@ -180,6 +229,25 @@ class Communicator:
     ) -> np.ndarray:
         """Reduce ``x`` over all ranks; rank r gets the r-th of ``size`` equal parts
         along axis 0 (``x.shape[0]`` must be divisible by ``size``)."""
+        if _dlpack.is_dlpack(x):
+            if len(x.shape) == 0 or x.shape[0] % self.size:
+                raise InvalidArgumentError(
+                    f"reduce_scatter needs axis 0 divisible by the number of ranks "
+                    f"({self.size}), got shape {tuple(x.shape)}"
+                )
+            shape = (int(x.shape[0]) // self.size, *x.shape[1:])
+            kw = {"op": op, "timeout": timeout}
+            return _dlpack.collective(
+                self,
+                "reduce_scatter",
+                x,
+                out,
+                shape,
+                (op_code(op), self.size),
+                kw,
+                _timeout(timeout),
+                shape_tag(tuple(x.shape)),
+            )
         x = _check_input(x)
         code = op_code(op)
         if x.ndim == 0 or x.shape[0] % self.size:
@@ -200,6 +268,8 @@ class Communicator:
 
     def close(self) -> None:
         """Close every connection. Idempotent; later collectives raise CommClosedError."""
+        if self._gpu is not None:
+            self._gpu.close()
         self._core.close()
 
     def __enter__(self) -> Communicator:
@@ -308,7 +378,9 @@ def init(
         transport=transport or "",
     )
     global _default
-    _default = Communicator(core, spec)
+    # An explicit host transport asks for GPU tensors to be staged over it.
+    gpu_backend = _dlpack.BACKEND_STAGED if transport in ("tcp", "shm") else _dlpack.BACKEND_AUTO
+    _default = Communicator(core, spec, gpu_backend)
     return _default
 
 

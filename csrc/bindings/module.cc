@@ -6,11 +6,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "bindings/gpu_bindings.h"
 #include "common/error.h"
 #include "common/param.h"
 #include "common/reduce.h"
 #include "engine/communicator.h"
 #include "engine/registry.h"
+#include "pytfcomm_config.h"
 #include "transport/wire.h"
 
 namespace py = pybind11;
@@ -189,13 +191,10 @@ PYBIND11_MODULE(_core, m) {
     d["reduce_isa"] = pytfcomm::reduce_isa();
     d["transports"] = std::vector<std::string>{"tcp", "shm"};
     d["compiler"] = __VERSION__;
-#ifdef PYTFCOMM_WITH_CUDA
-    d["cuda"] = true;
-#else
-    d["cuda"] = false;
-#endif
+    d["cuda"] = static_cast<bool>(PYTFCOMM_WITH_CUDA);
     return d;
   });
   m.def("params", [] { return pytfcomm::describe_params(); });
+  pytfcomm::bind_gpu(m);
   m.attr("__version__") = PYTFCOMM_VERSION;
 }

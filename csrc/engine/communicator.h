@@ -48,6 +48,10 @@ class Communicator {
   // The port rank 0 listens on (useful when it was asked for port 0).
   int root_port() const { return root_port_; }
   std::string host_of(int rank) const;
+  // Topology, for backends that build their own groups (gpu/nccl_comms.cc).
+  const algorithms::Group& local_group() const { return local_; }
+  const algorithms::Group& cross_group() const { return cross_; }  // empty unless uniform
+  bool uniform_hosts() const { return uniform_hosts_; }
 
   // timeout_s <= 0 means the communicator's default. shape_tag: a digest of
   // the caller's array shape, compared across ranks (0: not given).

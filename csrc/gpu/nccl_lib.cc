@@ -1,0 +1,104 @@
+#include "gpu/nccl_lib.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "common/error.h"
+
+namespace pytfcomm::gpu {
+namespace {
+
+std::mutex g_mu;
+std::vector<std::string> g_candidates;
+bool g_tried = false;
+NcclLib g_lib;
+NcclStatus g_status;
+
+// Try one path; on success fill g_lib and return "", else the reason.
+std::string try_load(const std::string& path) {
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    const char* why = dlerror();
+    return why ? why : "dlopen failed";
+  }
+  NcclLib lib;
+#define PTC_RESOLVE(fn)                                         \
+  lib.fn = reinterpret_cast<decltype(&::fn)>(dlsym(h, #fn));    \
+  if (lib.fn == nullptr) {                                      \
+    dlclose(h);                                                 \
+    return str_cat("missing symbol ", #fn, " (NCCL too old?)"); \
+  }
+  PTC_NCCL_FUNCS(PTC_RESOLVE)
+#undef PTC_RESOLVE
+  if (lib.ncclGetVersion(&lib.version) != ncclSuccess) {
+    dlclose(h);
+    return "ncclGetVersion failed";
+  }
+  if (lib.version < kMinNcclVersion) {
+    dlclose(h);
+    return str_cat("NCCL ", nccl_version_string(lib.version), " is older than the ",
+                   nccl_version_string(kMinNcclVersion), " pytfcomm needs");
+  }
+  char origin[4096] = {0};
+  lib.path = dlinfo(h, RTLD_DI_ORIGIN, origin) == 0 && path.find('/') == std::string::npos
+                 ? str_cat(origin, "/", path)
+                 : path;
+  g_lib = lib;  // the handle stays open for the life of the process
+  return "";
+}
+
+void load_locked() {
+  if (g_tried) return;
+  g_tried = true;
+  std::vector<std::string> order;
+  const char* env = std::getenv("PYTFCOMM_NCCL_LIBRARY");
+  if (env && *env) order.push_back(env);
+  order.insert(order.end(), g_candidates.begin(), g_candidates.end());
+  order.push_back("libnccl.so.2");
+  std::string reasons;
+  for (const auto& p : order) {
+    std::string why = try_load(p);
+    if (why.empty()) {
+      g_status.loaded = true;
+      g_status.path = g_lib.path;
+      g_status.version = g_lib.version;
+      return;
+    }
+    reasons += str_cat(reasons.empty() ? "" : "; ", p, ": ", why);
+    // An explicit PYTFCOMM_NCCL_LIBRARY that fails is a configuration error,
+    // not a reason to silently pick another NCCL.
+    if (env && *env && p == env) break;
+  }
+  g_status.error = str_cat("NCCL not found (", reasons,
+                           "); pip install nvidia-nccl-cu13 (or -cu12), or set "
+                           "PYTFCOMM_NCCL_LIBRARY to a libnccl.so.2");
+}
+
+}  // namespace
+
+void set_nccl_candidates(const std::vector<std::string>& paths) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_tried) g_candidates = paths;
+}
+
+NcclStatus nccl_status() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  load_locked();
+  return g_status;
+}
+
+const NcclLib& nccl() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  load_locked();
+  if (!g_status.loaded) PTC_THROW(kConfig, g_status.error);
+  return g_lib;
+}
+
+std::string nccl_version_string(int code) {
+  // Codes from 2.9 on are MAJOR*10000 + MINOR*100 + PATCH.
+  return str_cat(code / 10000, ".", (code / 100) % 100, ".", code % 100);
+}
+
+}  // namespace pytfcomm::gpu

@@ -1,0 +1,62 @@
+// NCCL, loaded at run time with dlopen (never linked), so that one build
+// runs with the system's libnccl.so.2, the nvidia-nccl-cu12/cu13 wheel's, or
+// none at all. nccl.h is used only for types and prototypes.
+#pragma once
+
+#include <nccl.h>
+
+#include <string>
+#include <vector>
+
+namespace pytfcomm::gpu {
+
+#define PTC_NCCL_FUNCS(X)   \
+  X(ncclGetVersion)         \
+  X(ncclGetErrorString)     \
+  X(ncclGetLastError)       \
+  X(ncclGetUniqueId)        \
+  X(ncclCommInitRankConfig) \
+  X(ncclCommGetAsyncError)  \
+  X(ncclCommFinalize)       \
+  X(ncclCommDestroy)        \
+  X(ncclCommAbort)          \
+  X(ncclGroupStart)         \
+  X(ncclGroupEnd)           \
+  X(ncclAllReduce)          \
+  X(ncclReduceScatter)      \
+  X(ncclAllGather)          \
+  X(ncclBroadcast)
+
+struct NcclLib {
+#define PTC_DECLARE(name) decltype(&::name) name = nullptr;
+  PTC_NCCL_FUNCS(PTC_DECLARE)
+#undef PTC_DECLARE
+  std::string path;
+  int version = 0;  // NCCL_VERSION_CODE of the loaded library, e.g. 23007
+};
+
+// Non-blocking communicators (ncclConfig_t.blocking = 0) and
+// ncclCommGetAsyncError polling need at least this version.
+constexpr int kMinNcclVersion = 21400;
+
+// Libraries to try in order, before "libnccl.so.2" from the loader's path.
+// PYTFCOMM_NCCL_LIBRARY, when set, is tried first. Set by the Python layer
+// (the nvidia-nccl wheel's lib directory) before the first load; later
+// calls are ignored once NCCL was loaded.
+void set_nccl_candidates(const std::vector<std::string>& paths);
+
+struct NcclStatus {
+  bool loaded = false;
+  std::string path;
+  int version = 0;
+  std::string error;  // every path tried and why it failed, when !loaded
+};
+NcclStatus nccl_status();
+
+// The loaded library; throws kConfig naming what was tried and what to do.
+const NcclLib& nccl();
+
+// "2.30.7"
+std::string nccl_version_string(int code);
+
+}  // namespace pytfcomm::gpu

@@ -1,0 +1,110 @@
+"""Type stubs for the native module ``pytfcomm._core`` (csrc/bindings)."""
+
+from typing import Any
+
+import numpy as np
+
+__version__: str
+
+class Communicator:
+    def __init__(
+        self,
+        rank: int,
+        size: int,
+        root_host: str,
+        root_port: int,
+        bind_host: str = "",
+        host_id: str = "",
+        connect_timeout: float = -1.0,
+        timeout: float = -1.0,
+        secret: str = "",
+        transport: str = "",
+    ) -> None: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def local_rank(self) -> int: ...
+    @property
+    def local_size(self) -> int: ...
+    @property
+    def num_hosts(self) -> int: ...
+    @property
+    def root_port(self) -> int: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def handle(self) -> int: ...
+    def host_of(self, rank: int) -> str: ...
+    def last_algorithm(self) -> str: ...
+    def choose_allreduce(self, bytes: int) -> str: ...
+    def allreduce(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        dtype: int,
+        op: int,
+        algorithm: int,
+        timeout: float,
+        shape_tag: int = 0,
+    ) -> None: ...
+    def broadcast(
+        self, buf: np.ndarray, dtype: int, root: int, timeout: float, shape_tag: int = 0
+    ) -> None: ...
+    def allgather(
+        self, src: np.ndarray, dst: np.ndarray, dtype: int, timeout: float, shape_tag: int = 0
+    ) -> None: ...
+    def reduce_scatter(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        dtype: int,
+        op: int,
+        timeout: float,
+        shape_tag: int = 0,
+    ) -> None: ...
+    def barrier(self, timeout: float) -> None: ...
+    def close(self) -> None: ...
+
+class GpuCommunicator:
+    """Collectives on CUDA DLPack tensors (NCCL or staging); only in CUDA builds.
+
+    In a build without CUDA, calling ``GpuCommunicator(comm)`` raises
+    :class:`pytfcomm.ConfigError` saying so.
+    """
+
+    def __init__(self, comm: Communicator) -> None: ...
+    def allreduce(
+        self,
+        src: Any,
+        dst: Any,
+        op: int,
+        algorithm: int,
+        backend: int,
+        timeout: float,
+        shape_tag: int = 0,
+    ) -> None: ...
+    def broadcast(
+        self, src: Any, dst: Any, root: int, backend: int, timeout: float, shape_tag: int = 0
+    ) -> None: ...
+    def allgather(
+        self, src: Any, dst: Any, size: int, backend: int, timeout: float, shape_tag: int = 0
+    ) -> None: ...
+    def reduce_scatter(
+        self,
+        src: Any,
+        dst: Any,
+        op: int,
+        size: int,
+        backend: int,
+        timeout: float,
+        shape_tag: int = 0,
+    ) -> None: ...
+    def last_backend(self) -> str: ...
+    def close(self) -> None: ...
+
+def build_info() -> dict[str, Any]: ...
+def params() -> list[tuple[str, str]]: ...
+def gpu_info(nccl_candidates: list[str] = ...) -> dict[str, Any]: ...
+def set_nccl_candidates(paths: list[str]) -> None: ...

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from benchmarks._launch import free_ports
+from benchmarks._registry import worker_pythonpath
 
 BACKENDS = ("pytfcomm-mwms", "tf-mwms-ring", "pytfcomm-horovod")
 LOCAL_BATCH = 128
@@ -182,14 +183,16 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
 def _run_backend(backend: str, n: int, iters: int, timeout: float) -> list[dict] | str:
     ports = free_ports(n + 1)
     with tempfile.TemporaryDirectory(prefix="ptc-tfmw-") as tmp:
+        # A neutral cwd: the checkout's pytfcomm/ must not shadow the installed one.
+        env = dict(os.environ, PYTHONPATH=worker_pythonpath(str(Path(tmp) / "shim")))
         procs = []
         for r in range(n):
             cmd = [sys.executable, "-m", "benchmarks.tf_multiworker", "--worker", backend,
                    "--rank", str(r), "--np", str(n), "--ports", ",".join(map(str, ports)),
                    "--iters", str(iters), "--out", str(Path(tmp) / f"rank{r}.json")]
             log = open(Path(tmp) / f"rank{r}.log", "wb")
-            procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                           start_new_session=True), log))
+            procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=tmp,
+                                           env=env, start_new_session=True), log))
         deadline = time.monotonic() + timeout
         status = "ok"
         try:

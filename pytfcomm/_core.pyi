@@ -1,0 +1,106 @@
+"""Type stubs of the native module ``pytfcomm._core`` (csrc/bindings/module.cc).
+
+Arrays are validated by the Python layer (``pytfcomm/communicator.py``); these are the raw
+entry points it calls. dtype/op/algorithm are the integer codes of ``pytfcomm/_dtypes.py``.
+Every collective releases the GIL while it runs.
+"""
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__version__: str
+
+class AsyncHandle:
+    """A queued all-reduce (``Communicator.allreduce_async``)."""
+
+    def done(self) -> bool: ...
+    def wait(self, timeout: float = -1.0) -> bool:
+        """True once finished (raises its error); False if ``timeout`` (>= 0) passed first."""
+
+class Communicator:
+    def __init__(
+        self,
+        rank: int,
+        size: int,
+        root_host: str,
+        root_port: int,
+        bind_host: str = "",
+        host_id: str = "",
+        connect_timeout: float = -1.0,
+        timeout: float = -1.0,
+        secret: str = "",
+        transport: str = "",
+    ) -> None: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def local_rank(self) -> int: ...
+    @property
+    def local_size(self) -> int: ...
+    @property
+    def num_hosts(self) -> int: ...
+    @property
+    def root_port(self) -> int: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def handle(self) -> int: ...
+    def host_of(self, rank: int) -> str: ...
+    def last_algorithm(self) -> str: ...
+    def choose_allreduce(self, bytes: int) -> str: ...
+    def allreduce(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        dtype: int,
+        op: int,
+        algorithm: int,
+        timeout: float,
+        shape_tag: int = 0,
+    ) -> None: ...
+    def allreduce_many(
+        self,
+        srcs: Sequence[np.ndarray],
+        dsts: Sequence[np.ndarray],
+        dtypes: Sequence[int],
+        op: int,
+        algorithm: int,
+        timeout: float,
+        tag: int = 0,
+        fusion_bytes: int = 0,
+        direct_bytes: int = 0,
+    ) -> None:
+        """Fused all-reduce of every srcs[i] into dsts[i]; 0 thresholds = PYTFCOMM_FUSION_*."""
+    def allreduce_async(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        dtype: int,
+        op: int,
+        algorithm: int,
+        timeout: float,
+        tag: int = 0,
+    ) -> AsyncHandle: ...
+    def broadcast(
+        self, buf: np.ndarray, dtype: int, root: int, timeout: float, shape_tag: int = 0
+    ) -> None: ...
+    def allgather(
+        self, src: np.ndarray, dst: np.ndarray, dtype: int, timeout: float, shape_tag: int = 0
+    ) -> None: ...
+    def reduce_scatter(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        dtype: int,
+        op: int,
+        timeout: float,
+        shape_tag: int = 0,
+    ) -> None: ...
+    def barrier(self, timeout: float) -> None: ...
+    def close(self) -> None: ...
+
+def build_info() -> dict[str, object]: ...
+def params() -> list[tuple[str, str]]: ...

@@ -1,10 +1,23 @@
-"""Type stubs for the native module ``pytfcomm._core`` (csrc/bindings)."""
+"""Type stubs of the native module ``pytfcomm._core`` (csrc/bindings/module.cc).
 
+Arrays are validated by the Python layer (``pytfcomm/communicator.py``); these are the raw
+entry points it calls. dtype/op/algorithm are the integer codes of ``pytfcomm/_dtypes.py``.
+Every collective releases the GIL while it runs.
+"""
+
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 __version__: str
+
+class AsyncHandle:
+    """A queued all-reduce (``Communicator.allreduce_async``)."""
+
+    def done(self) -> bool: ...
+    def wait(self, timeout: float = -1.0) -> bool:
+        """True once finished (raises its error); False if ``timeout`` (>= 0) passed first."""
 
 class Communicator:
     def __init__(
@@ -49,6 +62,29 @@ class Communicator:
         timeout: float,
         shape_tag: int = 0,
     ) -> None: ...
+    def allreduce_many(
+        self,
+        srcs: Sequence[np.ndarray],
+        dsts: Sequence[np.ndarray],
+        dtypes: Sequence[int],
+        op: int,
+        algorithm: int,
+        timeout: float,
+        tag: int = 0,
+        fusion_bytes: int = 0,
+        direct_bytes: int = 0,
+    ) -> None:
+        """Fused all-reduce of every srcs[i] into dsts[i]; 0 thresholds = PYTFCOMM_FUSION_*."""
+    def allreduce_async(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        dtype: int,
+        op: int,
+        algorithm: int,
+        timeout: float,
+        tag: int = 0,
+    ) -> AsyncHandle: ...
     def broadcast(
         self, buf: np.ndarray, dtype: int, root: int, timeout: float, shape_tag: int = 0
     ) -> None: ...

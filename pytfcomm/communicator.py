@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from . import _cluster, _core, _dlpack
 from ._dtypes import algorithm_code, dtype_code, op_code
+from ._fusion import AllreduceHandle, as_array_list, check_fusion_bytes, list_tag
 from .errors import CommClosedError, ConfigError, InvalidArgumentError
 
 __all__ = ["Communicator", "default_communicator", "init"]
@@ -155,6 +157,80 @@ class Communicator:
             x, out, dtype_code(x.dtype), code, alg, _timeout(timeout), shape_tag(x.shape)
         )
         return out
+
+    def allreduce_many(
+        self,
+        arrays: Sequence[np.ndarray],
+        op: str = "sum",
+        *,
+        out: Sequence[np.ndarray] | None = None,
+        algorithm: str = "auto",
+        timeout: float | None = None,
+        fusion_bytes: int | None = None,
+    ) -> list[np.ndarray]:
+        """All-reduce every array of ``arrays`` with one ``op``, fused into few collectives.
+
+        Returns one result per input, in order (``out[i]`` receives the result
+        of ``arrays[i]``; ``out=arrays`` works in place). Arrays may mix dtypes
+        and sizes; small arrays of one dtype are packed into fusion buffers of
+        up to ``fusion_bytes`` (default ``PYTFCOMM_FUSION_BYTES``) and reduced
+        together, so 200 small gradients cost about as much as one large one.
+        Every rank must pass the same list (same order, shapes and dtypes):
+        otherwise every rank raises :class:`pytfcomm.MismatchError`. Results are
+        bitwise identical on every rank. The GIL is released while it runs.
+        """
+        arrays = as_array_list(arrays, "arrays")
+        xs = [_check_input(x, f"arrays[{i}]") for i, x in enumerate(arrays)]
+        code = op_code(op)
+        alg = algorithm_code(algorithm)
+        if out is None:
+            outs = [np.empty_like(x) for x in xs]
+        else:
+            outs = as_array_list(out, "out")
+            if len(outs) != len(xs):
+                raise InvalidArgumentError(
+                    f"out has {len(outs)} arrays but arrays has {len(xs)}; "
+                    "pass one output per input"
+                )
+            outs = [_check_out(o, x.shape, x.dtype) for o, x in zip(outs, xs, strict=True)]
+        self._core.allreduce_many(
+            xs,
+            outs,
+            [dtype_code(x.dtype) for x in xs],
+            code,
+            alg,
+            _timeout(timeout),
+            list_tag(xs),
+            check_fusion_bytes(fusion_bytes),
+        )
+        return outs
+
+    def allreduce_async(
+        self,
+        x: np.ndarray,
+        op: str = "sum",
+        *,
+        out: np.ndarray | None = None,
+        algorithm: str = "auto",
+        timeout: float | None = None,
+    ) -> AllreduceHandle:
+        """Queue an all-reduce of ``x`` and return at once; ``handle.wait()`` gives the result.
+
+        All-reduces submitted close together (within ``PYTFCOMM_FUSION_CYCLE_MS``,
+        or until ``PYTFCOMM_FUSION_BYTES`` are queued, or until a ``wait()``) are
+        fused as in :meth:`allreduce_many`. Every rank must submit the same
+        all-reduces in the same order; leave ``x`` and ``out`` alone until the
+        handle is done, and do not run other collectives on this communicator
+        while handles are pending.
+        """
+        x = _check_input(x)
+        code = op_code(op)
+        alg = algorithm_code(algorithm)
+        out = np.empty_like(x) if out is None else _check_out(out, x.shape, x.dtype)
+        core = self._core.allreduce_async(
+            x, out, dtype_code(x.dtype), code, alg, _timeout(timeout), shape_tag(x.shape)
+        )
+        return AllreduceHandle(core, out)
 
     def broadcast(
         self,

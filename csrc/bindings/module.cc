@@ -11,6 +11,8 @@
 #include "common/param.h"
 #include "common/reduce.h"
 #include "engine/communicator.h"
+#include "engine/fusion.h"
+#include "engine/fusion_queue.h"
 #include "engine/registry.h"
 #include "pytfcomm_config.h"
 #include "transport/wire.h"
@@ -61,6 +63,93 @@ py::object error_class(pytfcomm::ErrorKind kind) {
   return errors.attr(kNames[static_cast<int>(kind)]);
 }
 
+// An async all-reduce as Python sees it: the engine's request plus the
+// arrays it reads and writes, kept alive until it is done.
+// A handle dropped early waits (bounded by the collective timeout) so the
+// engine never writes into freed memory.
+struct PyAsyncHandle {
+  std::shared_ptr<pytfcomm::AsyncRequest> req;
+  py::object src, dst;
+  PyAsyncHandle(std::shared_ptr<pytfcomm::AsyncRequest> r, py::object s, py::object d)
+      : req(std::move(r)), src(std::move(s)), dst(std::move(d)) {}
+  PyAsyncHandle(PyAsyncHandle&&) = default;
+  ~PyAsyncHandle() {
+    if (!req || req->done()) return;
+    py::gil_scoped_release release;
+    try {
+      req->wait(-1.0);
+    } catch (const std::exception&) {  // reported to whoever waits; nobody does
+    }
+  }
+};
+
+pytfcomm::FusionRequest fusion_request(const py::handle& src, const py::handle& dst, int dtype,
+                                       size_t index) {
+  PTC_CHECK_ARG(py::isinstance<py::array>(src) && py::isinstance<py::array>(dst), "tensor ", index,
+                ": input and output must be numpy arrays");
+  auto in = py::reinterpret_borrow<py::array>(src);
+  auto out = py::reinterpret_borrow<py::array>(dst);
+  DType dt = to_dtype(dtype);
+  pytfcomm::FusionRequest r;
+  r.count = checked_count(in, dt, "input");
+  PTC_CHECK_ARG(checked_count(out, dt, "output") == r.count, "tensor ", index,
+                ": output must have as many elements as the input");
+  r.in = in.data();
+  r.out = writable(out, "output");
+  r.dtype = dt;
+  return r;
+}
+
+void bind_fusion(py::module_& m, py::class_<Communicator, std::shared_ptr<Communicator>>& cls) {
+  py::class_<PyAsyncHandle>(m, "AsyncHandle")
+      .def("done", [](const PyAsyncHandle& h) { return h.req->done(); })
+      .def(
+          "wait",
+          [](PyAsyncHandle& h, double timeout) {
+            py::gil_scoped_release release;
+            return h.req->wait(timeout);
+          },
+          py::arg("timeout") = -1.0);
+  cls.def(
+         "allreduce_many",
+         [](Communicator& c, const py::list& srcs, const py::list& dsts, const py::list& dtypes,
+            int op, int algorithm, double timeout, uint32_t tag, size_t fusion_bytes,
+            size_t direct_bytes) {
+           PTC_CHECK_ARG(srcs.size() == dsts.size() && srcs.size() == dtypes.size(),
+                         "inputs, outputs and dtypes must have the same length");
+           PTC_CHECK_ARG(algorithm >= 0 && algorithm <= 3, "bad algorithm code ", algorithm);
+           std::vector<pytfcomm::FusionRequest> reqs;
+           reqs.reserve(srcs.size());
+           for (size_t i = 0; i < srcs.size(); ++i) {
+             reqs.push_back(fusion_request(srcs[i], dsts[i], dtypes[i].cast<int>(), i));
+           }
+           ReduceOp o = to_op(op);
+           py::gil_scoped_release release;
+           c.fusion().allreduce_many(reqs, o, static_cast<Algorithm>(algorithm), timeout, tag,
+                                     fusion_bytes, direct_bytes);
+         },
+         py::arg("srcs"), py::arg("dsts"), py::arg("dtypes"), py::arg("op"), py::arg("algorithm"),
+         py::arg("timeout"), py::arg("tag") = 0, py::arg("fusion_bytes") = 0,
+         py::arg("direct_bytes") = 0)
+      .def(
+          "allreduce_async",
+          [](Communicator& c, const py::object& src, const py::object& dst, int dtype, int op,
+             int algorithm, double timeout, uint32_t tag) {
+            PTC_CHECK_ARG(algorithm >= 0 && algorithm <= 3, "bad algorithm code ", algorithm);
+            pytfcomm::FusionRequest r = fusion_request(src, dst, dtype, 0);
+            ReduceOp o = to_op(op);
+            PyAsyncHandle h{nullptr, src, dst};
+            {
+              py::gil_scoped_release release;
+              h.req =
+                  c.fusion().allreduce_async(r, o, static_cast<Algorithm>(algorithm), timeout, tag);
+            }
+            return h;
+          },
+          py::arg("src"), py::arg("dst"), py::arg("dtype"), py::arg("op"), py::arg("algorithm"),
+          py::arg("timeout"), py::arg("tag") = 0);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -75,7 +164,8 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
-  py::class_<Communicator, std::shared_ptr<Communicator>>(m, "Communicator")
+  py::class_<Communicator, std::shared_ptr<Communicator>> comm_class(m, "Communicator");
+  comm_class
       .def(py::init([](int rank, int size, const std::string& root_host, int root_port,
                        const std::string& bind_host, const std::string& host_id,
                        double connect_timeout, double timeout, const std::string& secret,
@@ -183,6 +273,7 @@ PYBIND11_MODULE(_core, m) {
         py::gil_scoped_release release;
         c.close();
       });
+  bind_fusion(m, comm_class);
 
   m.def("build_info", [] {
     py::dict d;

@@ -61,6 +61,13 @@ Params load() {
   // Off by default: on the VMs measured, pinning and walking the peer's pages cost as
   // much as the second copy it saves (PYTFCOMM_SHM_BYREF_BYTES=65536 to try it).
   p.shm_by_ref_bytes = env_int("PYTFCOMM_SHM_BYREF_BYTES", 0, 0, 1LL << 40, "bytes");
+  // Tensor fusion (engine/fusion.h), defaults measured with benchmarks/fusion.py (N=2,
+  // 200 tensors 4 KiB..1 MiB): 4 MiB buffers stay in cache between packing, reducing and
+  // unpacking (1.6x the single array's time vs 2.0x with 64 MiB buffers); from 64 KiB a
+  // tensor's own collective costs less than copying it in and out (1.2x with it).
+  p.fusion_bytes = env_int("PYTFCOMM_FUSION_BYTES", 4 << 20, 1, 1LL << 40, "bytes");
+  p.fusion_direct_bytes = env_int("PYTFCOMM_FUSION_DIRECT_BYTES", 64 << 10, 0, 1LL << 40, "bytes");
+  p.fusion_cycle_ms = env_double("PYTFCOMM_FUSION_CYCLE_MS", 1.0, 0.0, 1e6, "milliseconds");
   return p;
 }
 
@@ -97,6 +104,9 @@ std::vector<std::pair<std::string, std::string>> describe_params() {
       {"PYTFCOMM_TRANSPORT", p.transport},
       {"PYTFCOMM_SHM_RING_BYTES", str_cat(p.shm_ring_bytes)},
       {"PYTFCOMM_SHM_BYREF_BYTES", str_cat(p.shm_by_ref_bytes)},
+      {"PYTFCOMM_FUSION_BYTES", str_cat(p.fusion_bytes)},
+      {"PYTFCOMM_FUSION_DIRECT_BYTES", str_cat(p.fusion_direct_bytes)},
+      {"PYTFCOMM_FUSION_CYCLE_MS", str_cat(p.fusion_cycle_ms, " ms")},
   };
 }
 

@@ -21,6 +21,11 @@ struct Params {
   std::string transport;      // PYTFCOMM_TRANSPORT: auto | tcp | shm
   int64_t shm_ring_bytes;     // PYTFCOMM_SHM_RING_BYTES: each shared-memory ring (power of 2)
   int64_t shm_by_ref_bytes;   // PYTFCOMM_SHM_BYREF_BYTES: single-copy (CMA) from here; 0: off
+
+  // Tensor fusion (engine/fusion.h)
+  int64_t fusion_bytes;         // PYTFCOMM_FUSION_BYTES: largest fusion buffer
+  int64_t fusion_direct_bytes;  // PYTFCOMM_FUSION_DIRECT_BYTES: from here, no packing; 0: off
+  double fusion_cycle_ms;       // PYTFCOMM_FUSION_CYCLE_MS: how long async requests gather
 };
 
 // Parsed on first use; a malformed value throws a kConfig error naming it.

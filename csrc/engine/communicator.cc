@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/logging.h"
 #include "common/param.h"
+#include "engine/fusion.h"
 #include "transport/shm/connect.h"
 #include "transport/tcp/bootstrap.h"
 #include "transport/tcp/transport.h"
@@ -120,9 +121,13 @@ Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) 
   PTC_LOG(kInfo, "connected: rank ", rank_, " of ", size_, ", local ", local_.me, " of ",
           local_.size(), ", ", num_hosts_, " host(s), transport ", shm::mode_name(mode), " (",
           shm_peers, " peer(s) over shared memory), spin ", spin, " us");
+  fusion_ = std::make_unique<Fusion>(*this);
 }
 
-Communicator::~Communicator() { close(); }
+Communicator::~Communicator() {
+  fusion_.reset();  // joins the async thread while the transport still exists
+  close();
+}
 
 std::string Communicator::host_of(int rank) const {
   return rank >= 0 && rank < size_ ? hosts_[static_cast<size_t>(rank)] : "?";

@@ -17,6 +17,8 @@
 
 namespace pytfcomm {
 
+class Fusion;  // engine/fusion.h
+
 enum class Algorithm { kAuto = 0, kRing = 1, kHierarchical = 2, kRecursiveDoubling = 3 };
 const char* algorithm_name(Algorithm a);
 
@@ -73,6 +75,9 @@ class Communicator {
   void close();
   bool closed() const;
 
+  // Tensor fusion and asynchronous all-reduce on this communicator.
+  Fusion& fusion() { return *fusion_; }
+
  private:
   template <typename Body>
   void run(algorithms::CollectiveKind kind, const char* name, DType dtype, ReduceOp op, int root,
@@ -94,6 +99,7 @@ class Communicator {
   bool closed_ = false;
   std::string failure_;  // why the communicator was closed by an error
   Algorithm last_algorithm_ = Algorithm::kAuto;
+  std::unique_ptr<Fusion> fusion_;  // last: its thread uses the members above
 };
 
 }  // namespace pytfcomm

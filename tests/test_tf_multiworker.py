@@ -95,3 +95,29 @@ def test_collectives_keep_program_order_across_inter_op_threads(ranks, mode):
     outs = ranks(2, "multiworker_workers:ordering", mode, timeout=180,
                  env={"PYTFCOMM_TIMEOUT": "30"})
     assert all(o["ok"] for o in outs), [o["results"] for o in outs]
+
+
+def test_training_loop_catches_a_lost_worker(ranks):
+    """Rank 2 dies: both survivors' step raises tf.errors.UnavailableError naming it, at once."""
+    outs = ranks(3, "multiworker_workers:tf_fault", "crash", timeout=120, allow_failure=True)
+    for r in (0, 1):
+        ok, res = outs[r]
+        assert ok, res
+        assert res["error"] == "UnavailableError", res
+        assert "lost rank 2" in res["message"], res["message"]
+        assert res["seconds"] < 10, res
+
+
+def test_training_loop_catches_a_hung_worker(ranks):
+    """Rank 2 stalls: the rank waiting on it gets DeadlineExceededError at the 3 s
+    timeout (CommunicationOptions.timeout_seconds); the other survivor is told and
+    gets UnavailableError (or its own deadline)."""
+    outs = ranks(3, "multiworker_workers:tf_fault", "hang", timeout=120, allow_failure=True)
+    errors = []
+    for r in (0, 1):
+        ok, res = outs[r]
+        assert ok, res
+        assert res["error"] in ("DeadlineExceededError", "UnavailableError"), res
+        assert 2.5 < res["seconds"] < 15, res
+        errors.append(res["error"])
+    assert "DeadlineExceededError" in errors

@@ -10,6 +10,9 @@
 // neither constant-fold nor deduplicate them (that would silently skip
 // pytfcomm), and inside a tf.function automatic control dependencies keep
 // them in program order, which is the order every worker issues them in.
+// They are marked as distributed communication so that TF passes their
+// Unavailable errors (a lost peer) to the caller instead of turning them
+// into Internal ones.
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -42,6 +45,7 @@ REGISTER_OP("PytfcommAllReduce")
     .Attr("algorithm: {'auto', 'ring', 'hierarchical', 'recursive_doubling'} = 'auto'")
     .Attr("timeout_seconds: float = 0")
     .SetIsStateful()
+    .SetIsDistributedCommunication()
     .SetShapeFn(SameShapes)
     .Doc(R"doc(
 All-reduce of the same M tensors on N local replicas (and, with comm_handle,
@@ -59,6 +63,7 @@ REGISTER_OP("PytfcommBroadcast")
     .Attr("comm_handle: int = 0")
     .Attr("timeout_seconds: float = 0")
     .SetIsStateful()
+    .SetIsDistributedCommunication()
     .SetShapeFn([](InferenceContext* c) {
       for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->input(0));
       return absl::OkStatus();
@@ -76,6 +81,7 @@ REGISTER_OP("PytfcommAllGather")
     .Attr("comm_handle: int = 0")
     .Attr("timeout_seconds: float = 0")
     .SetIsStateful()
+    .SetIsDistributedCommunication()
     .SetShapeFn([](InferenceContext* c) {
       // Dimension 0 is the sum over replicas (and processes); the rest must agree.
       ::tensorflow::shape_inference::ShapeHandle rest;

@@ -259,3 +259,45 @@ def ordering(rank: int, size: int, addr: str, mode: str, chain: bool = True) -> 
                 results.append([float(o[-1]) for o in sess.run(outs)])
     comm.close()
     return {"ok": all(r == expect for r in results), "results": results[0][:4]}
+
+
+def tf_fault(rank: int, size: int, addr: str, fault: str) -> dict:
+    """A training loop on every rank; the last rank dies ("crash") or stalls ("hang").
+
+    The other ranks must see the matching tf.errors class from the step,
+    catch it in their loop, and report how long detection took.
+    """
+    import time
+
+    tf = _tf(1)
+    import pytfcomm
+
+    pytfcomm.init(rank=rank, size=size, addr=addr)
+    w = tf.Variable(tf.ones([1000]))
+    opts = tf.distribute.experimental.CommunicationOptions(timeout_seconds=3.0)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * w)
+        g = pytfcomm.DistributedGradientTape(
+            tape, timeout=opts.timeout_seconds).gradient(loss, [w])[0]
+        w.assign_sub(0.01 * g)
+        return loss
+
+    for _ in range(3):
+        step()
+    victim = size - 1
+    if rank == victim:
+        if fault == "crash":
+            os._exit(17)
+        time.sleep(30)  # hung: the others give up at the 3 s deadline
+        return {"victim": True}
+    t0 = time.monotonic()
+    try:
+        for _ in range(100):
+            step()
+    except tf.errors.OpError as exc:  # what a training loop catches
+        return {"error": type(exc).__name__, "message": exc.message,
+                "seconds": time.monotonic() - t0}
+    return {"error": None}

@@ -59,6 +59,10 @@ struct Pack {
   int64_t bytes = 0;  // padded size
   Tensor buffer;
   uint32_t tag = 2166136261u;  // FNV-1a of the member tensors' shapes
+  // One replica, one tensor: the cross-process all-reduce reads the input
+  // itself (no local copy into the buffer first).
+  const void* direct_src = nullptr;
+  size_t direct_count = 0;
 };
 
 class AllReduceOp : public AsyncOpKernel {
@@ -139,7 +143,12 @@ class AllReduceOp : public AsyncOpKernel {
         s.count = static_cast<size_t>(t0.NumElements());
         s.dtype = dtypes[j];
         for (int i = 0; i < n; ++i) s.inputs.push_back(ctx->input(i * m + j).data());
-        spans.push_back(std::move(s));
+        if (n == 1 && cross && p.tensors.size() == 1) {
+          p.direct_src = s.inputs[0];
+          p.direct_count = s.count;
+        } else {
+          spans.push_back(std::move(s));
+        }
         for (int i = 0; i < n; ++i) ctx->set_output(i * m + j, view);
       }
       std::memset(base + end, 0, p.bytes - end);
@@ -162,9 +171,11 @@ class AllReduceOp : public AsyncOpKernel {
                      const int64_t contributions = int64_t{num_devices_} * comm->size();
                      for (const Pack& p : packs) {
                        void* buf = const_cast<char*>(p.buffer.tensor_data().data());
-                       const size_t elems = static_cast<size_t>(p.bytes) / dtype_size(p.dtype);
-                       comm->allreduce(buf, buf, elems, p.dtype, wire_op, algorithm_,
-                                       CoreTimeout(timeout_), p.tag | 1u);
+                       const size_t elems =
+                           p.direct_src ? p.direct_count
+                                        : static_cast<size_t>(p.bytes) / dtype_size(p.dtype);
+                       comm->allreduce(p.direct_src ? p.direct_src : buf, buf, elems, p.dtype,
+                                       wire_op, algorithm_, CoreTimeout(timeout_), p.tag | 1u);
                        if (op_ == ReduceOp::kMean) divide(buf, buf, elems, p.dtype, contributions);
                        count(CounterKind::kCrossWorkerOps);
                      }

@@ -61,6 +61,11 @@ Params load() {
   // Off by default: on the VMs measured, pinning and walking the peer's pages cost as
   // much as the second copy it saves (PYTFCOMM_SHM_BYREF_BYTES=65536 to try it).
   p.shm_by_ref_bytes = env_int("PYTFCOMM_SHM_BYREF_BYTES", 0, 0, 1LL << 40, "bytes");
+  const char* tl = std::getenv("PYTFCOMM_TIMELINE");
+  p.timeline = tl ? tl : "";
+  // Well below PYTFCOMM_TIMEOUT: a warning that names the late rank while
+  // there is still time to look at it (docs/reliability.md).
+  p.stall_warning_s = env_double("PYTFCOMM_STALL_WARNING", 60.0, 0.0, 1e7, "seconds (0 = off)");
   return p;
 }
 
@@ -97,6 +102,8 @@ std::vector<std::pair<std::string, std::string>> describe_params() {
       {"PYTFCOMM_TRANSPORT", p.transport},
       {"PYTFCOMM_SHM_RING_BYTES", str_cat(p.shm_ring_bytes)},
       {"PYTFCOMM_SHM_BYREF_BYTES", str_cat(p.shm_by_ref_bytes)},
+      {"PYTFCOMM_TIMELINE", p.timeline.empty() ? "off" : p.timeline},
+      {"PYTFCOMM_STALL_WARNING", p.stall_warning_s > 0 ? str_cat(p.stall_warning_s, " s") : "off"},
   };
 }
 

@@ -21,6 +21,8 @@ struct Params {
   std::string transport;      // PYTFCOMM_TRANSPORT: auto | tcp | shm
   int64_t shm_ring_bytes;     // PYTFCOMM_SHM_RING_BYTES: each shared-memory ring (power of 2)
   int64_t shm_by_ref_bytes;   // PYTFCOMM_SHM_BYREF_BYTES: single-copy (CMA) from here; 0: off
+  std::string timeline;       // PYTFCOMM_TIMELINE: Chrome-trace file per rank ("": off)
+  double stall_warning_s;     // PYTFCOMM_STALL_WARNING: warn after this long stalled (0: off)
 };
 
 // Parsed on first use; a malformed value throws a kConfig error naming it.

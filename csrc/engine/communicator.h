@@ -13,9 +13,12 @@
 
 #include "algorithms/collective.h"
 #include "common/dtype.h"
+#include "engine/stall_inspector.h"
 #include "transport/transport.h"
 
 namespace pytfcomm {
+
+class Timeline;
 
 enum class Algorithm { kAuto = 0, kRing = 1, kHierarchical = 2, kRecursiveDoubling = 3 };
 const char* algorithm_name(Algorithm a);
@@ -31,6 +34,7 @@ struct CommOptions {
   double timeout_s = -1;          // <= 0: PYTFCOMM_TIMEOUT
   std::string secret;             // job secret for the handshake; "" = none
   std::string transport;          // "auto" | "tcp" | "shm"; "": PYTFCOMM_TRANSPORT
+  double stall_warning_s = -1;    // < 0: PYTFCOMM_STALL_WARNING; 0: no stall warnings
 };
 
 class Communicator {
@@ -69,6 +73,10 @@ class Communicator {
   void close();
   bool closed() const;
 
+  // The timeline (PYTFCOMM_TIMELINE), null when off; its file path otherwise.
+  Timeline* timeline() const { return timeline_.get(); }
+  std::string timeline_path() const;
+
  private:
   template <typename Body>
   void run(algorithms::CollectiveKind kind, const char* name, DType dtype, ReduceOp op, int root,
@@ -90,6 +98,10 @@ class Communicator {
   bool closed_ = false;
   std::string failure_;  // why the communicator was closed by an error
   Algorithm last_algorithm_ = Algorithm::kAuto;
+  // Observability (docs/timeline.md, docs/reliability.md); both live until
+  // the destructor so run() may test timeline_ before taking mu_.
+  std::unique_ptr<StallInspector> inspector_;
+  std::unique_ptr<Timeline> timeline_;
 };
 
 }  // namespace pytfcomm

@@ -76,8 +76,8 @@ struct Context {
   transport::Transport& transport;
   transport::MessageMeta meta;  // seq/kind/dtype/op/root/count of this collective
   Workspace& workspace;
-  size_t segment_bytes;        // pipeline granularity
-  Tracer* tracer = nullptr;    // null unless PYTFCOMM_TIMELINE is set
+  size_t segment_bytes;      // pipeline granularity
+  Tracer* tracer = nullptr;  // null unless PYTFCOMM_TIMELINE is set
 
   transport::MessageMeta with_phase(Phase p) const {
     transport::MessageMeta m = meta;

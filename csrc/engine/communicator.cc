@@ -183,8 +183,7 @@ void Communicator::run(CollectiveKind kind, const char* name, DType dtype, Reduc
   inspector_->begin(meta, name, bytes, timeout, Clock::now());
   if (timeline_) timeline_->begin_collective(meta, name, bytes, submit_ns, locked_ns);
   algorithms::Context ctx{timeline_ ? timeline_->traced(*transport_) : *transport_, meta,
-                          workspace_, static_cast<size_t>(params().segment_bytes),
-                          timeline_.get()};
+                          workspace_, static_cast<size_t>(params().segment_bytes), timeline_.get()};
   auto finish = [&](bool failed) {
     inspector_->end();
     if (timeline_) timeline_->end_collective(failed);

@@ -140,16 +140,15 @@ std::string StallInspector::report() const {
   }
   std::string shape = meta_.shape_tag ? str_cat(", shape tag ", hex32(meta_.shape_tag)) : "";
   return str_cat(
-      "stall: ", name_, " #", meta_.seq, " (", kind_name(meta_.kind), ", ",
-      dtype_name(static_cast<DType>(meta_.dtype)), " x ", meta_.count, ", ", bytes_, " bytes",
-      shape, ") has waited ", static_cast<int64_t>(seconds_since(started_) * 10 + 0.5) / 10.0,
-      " s on this rank. ",
+      "stall: ", name_, " #", meta_.seq, " (", dtype_name(static_cast<DType>(meta_.dtype)), " x ",
+      meta_.count, ", ", bytes_, " bytes", shape, ") has waited ",
+      static_cast<int64_t>(seconds_since(started_) * 10 + 0.5) / 10.0, " s on this rank. ",
       missing.empty() ? std::string("Every rank is in it (a slow transfer?)")
                       : str_cat("Holding it back: ", missing),
       joined.empty() ? "" : str_cat(". In it: ", joined), ahead.empty() ? "" : ". Ahead: ", ahead,
-      waits.empty() ? "" : str_cat(". This rank waits on ", waits),
-      ". Warning every ", threshold_s_, " s (PYTFCOMM_STALL_WARNING); the collective fails at ",
-      timeout_s_, " s (PYTFCOMM_TIMEOUT)");
+      waits.empty() ? "" : str_cat(". This rank waits on ", waits), ". Warning every ",
+      threshold_s_, " s (PYTFCOMM_STALL_WARNING); the collective fails at ", timeout_s_,
+      " s (PYTFCOMM_TIMEOUT)");
 }
 
 }  // namespace pytfcomm

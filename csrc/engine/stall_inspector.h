@@ -34,8 +34,8 @@ class StallInspector : public transport::StatusObserver {
 
   // Around each collective (called by Communicator::run, cheap).
   // timeout_s: this collective's deadline, quoted in the warning.
-  void begin(const transport::MessageMeta& meta, const char* name, size_t bytes,
-             double timeout_s, TimePoint now);
+  void begin(const transport::MessageMeta& meta, const char* name, size_t bytes, double timeout_s,
+             TimePoint now);
   void end();
 
   TimePoint on_block(TimePoint now) noexcept override;

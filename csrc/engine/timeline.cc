@@ -125,8 +125,7 @@ class TracedTransport : public transport::Transport {
   void abort(const std::string& reason) noexcept override { t_.abort(reason); }
   std::string describe_peer(int peer) const override { return t_.describe_peer(peer); }
   void set_status_observer(transport::StatusObserver* o) override { t_.set_status_observer(o); }
-  bool send_status(int peer, const transport::MessageMeta& meta,
-                   uint32_t flags) noexcept override {
+  bool send_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override {
     return t_.send_status(peer, meta, flags);
   }
   std::vector<int> pending_peers() const override { return t_.pending_peers(); }
@@ -229,9 +228,8 @@ void Timeline::begin_collective(const transport::MessageMeta& meta, const char* 
   cur_.bytes = bytes;
   cur_.dtype = meta.dtype;
   cur_.op = meta.op;
-  cur_.root = meta.kind == static_cast<uint8_t>(algorithms::CollectiveKind::kBroadcast)
-                  ? meta.root
-                  : -1;
+  cur_.root =
+      meta.kind == static_cast<uint8_t>(algorithms::CollectiveKind::kBroadcast) ? meta.root : -1;
   cur_.shape_tag = meta.shape_tag;
   cur_.count = meta.count;
   depth_ = 0;
@@ -278,6 +276,11 @@ void Timeline::add_wait(const char* name, int peer, uint64_t bytes, int64_t t0, 
   add(e);
 }
 
+void Timeline::add_span(const char* name, int64_t t0, int64_t t1, uint64_t bytes) {
+  TraceEvent e{name, "local", t0, t1 - t0, this_lane(), 0, -1, bytes};
+  add(e);
+}
+
 void Timeline::add(const TraceEvent& e) {
   std::lock_guard<std::mutex> lock(mu_);
   buf_.push_back(e);
@@ -296,8 +299,9 @@ void Timeline::append_json(std::string& out, const TraceEvent& e) const {
   out += e.cat;
   out += "\",\"name\":\"";
   out += e.name;
-  out += "\",\"args\":{\"seq\":" + std::to_string(e.seq);
   bool collective = e.cat[0] == 'c';
+  bool local = e.cat[0] == 'l';
+  out += local ? "\",\"args\":{\"seq\":null" : "\",\"args\":{\"seq\":" + std::to_string(e.seq);
   if (!collective && e.peer >= 0) out += ",\"peer\":" + std::to_string(e.peer);
   if (e.bytes || collective) out += ",\"bytes\":" + std::to_string(e.bytes);
   if (collective) {
@@ -346,8 +350,7 @@ void Timeline::flush() noexcept {
     }
     buf_.clear();
     std::string tail = "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"pytfcomm\":\"" +
-                       std::string(PYTFCOMM_VERSION) +
-                       "\",\"rank\":" + std::to_string(rank_) +
+                       std::string(PYTFCOMM_VERSION) + "\",\"rank\":" + std::to_string(rank_) +
                        ",\"size\":" + std::to_string(size_) +
                        ",\"clock\":\"CLOCK_MONOTONIC, microseconds\"}}\n";
     // The new events overwrite the old closing text, which is then written

@@ -69,6 +69,9 @@ class Timeline : public algorithms::Tracer {
   void phase_begin(const char* name, int peer) override;
   void phase_end() override;
   void add_wait(const char* name, int peer, uint64_t bytes, int64_t t0, int64_t t1);
+  // Work outside any collective on the calling thread (the TF kernels' fusion
+  // and local reduction before their all-reduces); category "local". Any thread.
+  void add_span(const char* name, int64_t t0, int64_t t1, uint64_t bytes);
 
   // Write what is buffered; the file is valid JSON afterwards. Never throws.
   void flush() noexcept;

@@ -179,7 +179,12 @@ void PairTransport::block_once() {
   // The stall inspector runs only here, after polling found nothing: never
   // on the path of a collective that makes progress.
   TimePoint wake = deadline_;
-  if (observer_) wake = std::min(wake, observer_->on_block(Clock::now()));
+  if (observer_) {
+    wake = std::min(wake, observer_->on_block(Clock::now()));
+    // Push out the status frames it may have queued: no readiness event
+    // would wake us for a socket that was writable all along.
+    if (progress_all()) return;
+  }
   bool shm_pending = false, tcp_pending = false;
   for (int peer : active_) (pairs_[peer]->polled() ? shm_pending : tcp_pending) = true;
   if (!shm_pending) {

@@ -7,12 +7,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
-#include <unordered_map>
 
 #include "common/dtype.h"
 #include "common/error.h"
@@ -63,12 +61,6 @@ void append_escaped(std::string& out, const std::string& s) {
   }
 }
 
-void append_us(std::string& out, int64_t ns) {
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%" PRId64 ".%03d", ns / 1000, static_cast<int>(ns % 1000));
-  out += buf;
-}
-
 bool write_all_at(int fd, const std::string& s, int64_t off) {
   size_t done = 0;
   while (done < s.size()) {
@@ -91,26 +83,30 @@ class TracedTransport : public transport::Transport {
   transport::Handle post_send(int peer, const void* data, size_t n,
                               const transport::MessageMeta& meta) override {
     auto h = t_.post_send(peer, data, n, meta);
-    posts_[h] = {peer, n, false};
+    posts_.push_back({h, peer, n, false});
     return h;
   }
   transport::Handle post_recv(int peer, void* data, size_t n,
                               const transport::MessageMeta& meta) override {
     auto h = t_.post_recv(peer, data, n, meta);
-    posts_[h] = {peer, n, true};
+    posts_.push_back({h, peer, n, true});
     return h;
   }
   void wait(transport::Handle h) override {
     int64_t t0 = Timeline::now_ns();
     t_.wait(h);
     int64_t t1 = Timeline::now_ns();
-    auto it = posts_.find(h);
-    if (it == posts_.end()) return;
-    if (t1 - t0 >= kMinWaitNs) {
-      tl_.add_wait(it->second.recv ? "wait_recv" : "wait_send", it->second.peer, it->second.bytes,
-                   t0, t1);
+    // Waits come roughly in posting order: search from the oldest live post.
+    for (size_t i = head_; i < posts_.size(); ++i) {
+      Post& p = posts_[i];
+      if (!p.live || p.handle != h) continue;
+      if (t1 - t0 >= kMinWaitNs) {
+        tl_.add_wait(p.recv ? "wait_recv" : "wait_send", p.peer, p.bytes, t0, t1);
+      }
+      p.live = false;
+      while (head_ < posts_.size() && !posts_[head_].live) ++head_;
+      return;
     }
-    posts_.erase(it);
   }
   bool test(transport::Handle h) override { return t_.test(h); }
   void wait_all() override {
@@ -118,7 +114,7 @@ class TracedTransport : public transport::Transport {
     t_.wait_all();
     int64_t t1 = Timeline::now_ns();
     if (t1 - t0 >= kMinWaitNs) tl_.add_wait("wait_all", -1, 0, t0, t1);
-    posts_.clear();
+    forget();
   }
   void set_deadline(TimePoint d) override { t_.set_deadline(d); }
   void set_context(const std::string& what) override { t_.set_context(what); }
@@ -129,17 +125,23 @@ class TracedTransport : public transport::Transport {
     return t_.send_status(peer, meta, flags);
   }
   std::vector<int> pending_peers() const override { return t_.pending_peers(); }
-  void forget() { posts_.clear(); }
+  void forget() {
+    posts_.clear();  // keeps its capacity: no allocation per collective
+    head_ = 0;
+  }
 
  private:
   struct Post {
+    transport::Handle handle;
     int peer;
     size_t bytes;
     bool recv;
+    bool live = true;
   };
   transport::Transport& t_;
   Timeline& tl_;
-  std::unordered_map<transport::Handle, Post> posts_;
+  std::vector<Post> posts_;
+  size_t head_ = 0;
 };
 
 std::string Timeline::path_for(const std::string& pattern, int rank) {
@@ -286,43 +288,95 @@ void Timeline::add(const TraceEvent& e) {
   buf_.push_back(e);
 }
 
-void Timeline::append_json(std::string& out, const TraceEvent& e) const {
-  out += ",\n{\"ph\":\"X\",\"pid\":";
-  out += std::to_string(rank_);
-  out += ",\"tid\":";
-  out += std::to_string(e.tid);
-  out += ",\"ts\":";
-  append_us(out, e.ts_ns);
-  out += ",\"dur\":";
-  append_us(out, e.dur_ns);
-  out += ",\"cat\":\"";
-  out += e.cat;
-  out += "\",\"name\":\"";
-  out += e.name;
-  bool collective = e.cat[0] == 'c';
-  bool local = e.cat[0] == 'l';
-  out += local ? "\",\"args\":{\"seq\":null" : "\",\"args\":{\"seq\":" + std::to_string(e.seq);
-  if (!collective && e.peer >= 0) out += ",\"peer\":" + std::to_string(e.peer);
-  if (e.bytes || collective) out += ",\"bytes\":" + std::to_string(e.bytes);
-  if (collective) {
-    out += ",\"collective\":\"";
-    out += e.name;
-    out += "\",\"count\":" + std::to_string(e.count);
-    out += ",\"dtype\":\"";
-    out += valid_dtype(e.dtype) ? dtype_name(static_cast<DType>(e.dtype)) : "?";
-    out += "\",\"op\":\"";
-    out += valid_op(e.op) ? op_name(static_cast<ReduceOp>(e.op)) : "?";
-    out += "\",\"algorithm\":\"";
-    out += e.algorithm ? e.algorithm : "none";
-    out += "\"";
-    if (e.requested) out += ",\"requested\":\"" + std::string(e.requested) + "\"";
-    if (e.root >= 0) out += ",\"root\":" + std::to_string(e.root);
-    if (e.shape_tag) out += ",\"shape_tag\":" + std::to_string(e.shape_tag);
-    out += ",\"queue_us\":";
-    append_us(out, e.queue_ns);
-    if (e.failed) out += ",\"error\":true";
+// Hand-rolled formatting (no printf, no temporaries): flushes run on a
+// thread a peer may be waiting for, so an event must cost well under 1 µs.
+namespace {
+void put(std::string& out, const char* s) { out.append(s); }
+void put_u64(std::string& out, uint64_t v) {
+  char d[24];
+  int n = 0;
+  do {
+    d[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v);
+  while (n) out.push_back(d[--n]);
+}
+void put_i64(std::string& out, int64_t v) {
+  if (v < 0) out.push_back('-');
+  put_u64(out, v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v));
+}
+// Nanoseconds as microseconds with three decimals.
+void put_us(std::string& out, int64_t ns) {
+  if (ns < 0) {
+    out.push_back('-');
+    ns = -ns;
   }
-  out += "}}";
+  put_u64(out, static_cast<uint64_t>(ns / 1000));
+  int frac = static_cast<int>(ns % 1000);
+  char f[5] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+               static_cast<char>('0' + frac % 10), 0};
+  out.append(f, 4);
+}
+}  // namespace
+
+void Timeline::append_json(std::string& out, const TraceEvent& e) const {
+  put(out, ",\n{\"ph\":\"X\",\"pid\":");
+  put_i64(out, rank_);
+  put(out, ",\"tid\":");
+  put_u64(out, e.tid);
+  put(out, ",\"ts\":");
+  put_us(out, e.ts_ns);
+  put(out, ",\"dur\":");
+  put_us(out, e.dur_ns);
+  put(out, ",\"cat\":\"");
+  put(out, e.cat);
+  put(out, "\",\"name\":\"");
+  put(out, e.name);
+  const bool collective = e.cat[0] == 'c';
+  if (e.cat[0] == 'l') {
+    put(out, "\",\"args\":{\"seq\":null");  // outside any collective
+  } else {
+    put(out, "\",\"args\":{\"seq\":");
+    put_u64(out, e.seq);
+  }
+  if (!collective && e.peer >= 0) {
+    put(out, ",\"peer\":");
+    put_i64(out, e.peer);
+  }
+  if (e.bytes || collective) {
+    put(out, ",\"bytes\":");
+    put_u64(out, e.bytes);
+  }
+  if (collective) {
+    put(out, ",\"collective\":\"");
+    put(out, e.name);
+    put(out, "\",\"count\":");
+    put_u64(out, e.count);
+    put(out, ",\"dtype\":\"");
+    put(out, valid_dtype(e.dtype) ? dtype_name(static_cast<DType>(e.dtype)) : "?");
+    put(out, "\",\"op\":\"");
+    put(out, valid_op(e.op) ? op_name(static_cast<ReduceOp>(e.op)) : "?");
+    put(out, "\",\"algorithm\":\"");
+    put(out, e.algorithm ? e.algorithm : "none");
+    put(out, "\"");
+    if (e.requested) {
+      put(out, ",\"requested\":\"");
+      put(out, e.requested);
+      put(out, "\"");
+    }
+    if (e.root >= 0) {
+      put(out, ",\"root\":");
+      put_i64(out, e.root);
+    }
+    if (e.shape_tag) {
+      put(out, ",\"shape_tag\":");
+      put_u64(out, e.shape_tag);
+    }
+    put(out, ",\"queue_us\":");
+    put_us(out, e.queue_ns);
+    if (e.failed) put(out, ",\"error\":true");
+  }
+  put(out, "}}");
 }
 
 void Timeline::flush() noexcept {
@@ -334,6 +388,7 @@ void Timeline::flush() noexcept {
       return;
     }
     std::string body;
+    body.reserve(buf_.size() * 240);
     for (const TraceEvent& e : buf_) {
       auto seen = std::find(lanes_named_.begin(), lanes_named_.end(), e.tid);
       if (seen == lanes_named_.end()) {

@@ -8,7 +8,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from _harness import run_ranks
+from _harness import collect, run_ranks, start_ranks
 
 from pytfcomm.__main__ import main as cli_main
 
@@ -140,3 +140,13 @@ def test_merge_cli(tmp_path: Path) -> None:
     merged = json.loads(out.read_text())["traceEvents"]
     pids = {e["pid"] for e in merged if e.get("cat") == "collective"}
     assert pids == {0, 1}
+
+
+def test_auto_logs_its_choice_at_debug_level(tmp_path: Path) -> None:
+    procs, results, _ = start_ranks(
+        2, "observe_workers:no_timeline", env={"PYTFCOMM_LOG_LEVEL": "3"}, workdir=tmp_path
+    )
+    outcomes = collect(procs, results, tmp_path, 60)
+    assert all(ok for ok, _ in outcomes.values()), outcomes
+    log = (tmp_path / "rank0.log").read_text()
+    assert "allreduce of 4096 bytes: recursive_doubling (picked by auto)" in log, log

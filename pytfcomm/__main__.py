@@ -60,7 +60,18 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_info = sub.add_parser("info", help="print the build configuration")
     p_info.add_argument("--json", action="store_true", help="machine-readable output")
+    p_tl = sub.add_parser("timeline", help="work with PYTFCOMM_TIMELINE files")
+    tl_sub = p_tl.add_subparsers(dest="timeline_command", required=True)
+    p_merge = tl_sub.add_parser("merge", help="merge per-rank timelines into one file")
+    p_merge.add_argument("files", nargs="+", help="per-rank timeline files")
+    p_merge.add_argument("-o", "--output", required=True, help="the merged file to write")
     args = parser.parse_args(argv)
+    if args.command == "timeline":
+        from .timeline import merge
+
+        n = merge(args.files, args.output)
+        print(f"wrote {n} events from {len(args.files)} file(s) to {args.output}")
+        return 0
     if args.command == "info":
         data = info()
         if args.json:

@@ -112,6 +112,11 @@ class Communicator:
         return self._core.num_hosts
 
     @property
+    def timeline_path(self) -> str:
+        """This rank's timeline file (``PYTFCOMM_TIMELINE``, docs/timeline.md), or ``""``."""
+        return self._core.timeline_path
+
+    @property
     def closed(self) -> bool:
         """True once :meth:`close` ran or an error closed the communicator."""
         return self._core.closed
@@ -417,6 +422,7 @@ def init(
     connect_timeout: float | None = None,
     secret: str | None = None,
     transport: str | None = None,
+    stall_warning: float | None = None,
 ) -> Communicator:
     """Join a job and return its :class:`Communicator`.
 
@@ -432,12 +438,26 @@ def init(
     addresses (docs/security.md). ``transport`` (default PYTFCOMM_TRANSPORT or
     ``"auto"``): ``"auto"`` uses shared memory between ranks of one host and
     TCP between hosts, ``"tcp"`` only TCP, ``"shm"`` only shared memory (every
-    rank on one host).
+    rank on one host). ``stall_warning`` (default PYTFCOMM_STALL_WARNING or 60 s;
+    0 turns it off): after this many seconds stalled in a collective, log which
+    ranks hold it back (docs/reliability.md).
     """
     if transport is not None and transport not in _TRANSPORTS:
         raise InvalidArgumentError(
             f"transport must be one of {', '.join(_TRANSPORTS)}, got {transport!r}"
         )
+    if stall_warning is None:
+        stall = -1.0
+    elif (
+        isinstance(stall_warning, bool)
+        or not isinstance(stall_warning, (int, float))
+        or not stall_warning >= 0
+    ):
+        raise InvalidArgumentError(
+            f"stall_warning must be a number of seconds >= 0 (0: off), got {stall_warning!r}"
+        )
+    else:
+        stall = float(stall_warning)
     spec = _cluster.resolve(rank, size, addr)
     job_secret = _job_secret(secret, spec)
     host, port = spec.rendezvous
@@ -452,6 +472,7 @@ def init(
         _timeout(timeout),
         job_secret,
         transport=transport or "",
+        stall_warning=stall,
     )
     global _default
     # An explicit host transport asks for GPU tensors to be staged over it.

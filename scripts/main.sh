@@ -18,7 +18,13 @@ if [[ -f examples/mirrored_keras.py ]] && "$PY" -c "import pytfcomm.tf" 2>/dev/n
   (cd /tmp && "$PY" "$OLDPWD/examples/mirrored_keras.py")
 fi
 
+echo "== distributed training: 2 workers (pytfcomm-run), Keras 3 fit under pytfcomm.MultiWorkerMirroredStrategy"
+(cd /tmp && "$VENV/bin/pytfcomm-run" -np 2 "$PY" "$OLDPWD/examples/multiworker_keras.py" --epochs 3)
+
 echo "== all-reduce benchmark, 2 processes on loopback"
 "$PY" benchmarks/allreduce.py --np "${BENCH_NP:-2}" --sizes "${BENCH_SIZES:-4K..64M}" \
   --json bench-results/allreduce.json --plot bench-results/allreduce.png
 echo "table, JSON and plot: bench-results/allreduce.{json,png}"
+
+echo "== multi-worker TF benchmark: pytfcomm vs TF's MultiWorkerMirroredStrategy RING, 2 workers"
+"$PY" -m benchmarks.tf_multiworker --np 2 --json bench-results/tf_multiworker.json

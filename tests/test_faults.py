@@ -68,15 +68,16 @@ def test_survivors_detect_the_lost_rank(kind: str, repeat: int) -> None:
         # The communicator let go of everything: no thread, no descriptor left.
         assert res["leaked_tasks"] == 0, (r, res)
         assert res["leaked_fds"] == [], (r, res["leaked_fds"])
-    # A crashed or departed rank is named by every survivor (its own socket or
-    # the abort reason relayed by a neighbour). A hung one is named by a rank
-    # that waits on it directly, unless a rank waiting on that waiting rank
-    # times out first: then all name the rank they waited on (docs/reliability.md).
-    if kind == "sigstop":
-        for r in survivors:
-            assert "rank " in outcomes[r][1]["message"] and "127.0.0.1" in outcomes[r][1]["message"]
-    else:
-        assert named == len(survivors), [o[1] for o in outcomes if o[0]]
+    # A crashed or departed rank is named by the survivors that talk to it;
+    # the others get its name in the abort reason a neighbour relays, unless
+    # that neighbour's outgoing buffer to them was full of data (the reason is
+    # then dropped and they name the neighbour, docs/reliability.md). A hung
+    # one is named by a rank that waits on it directly, unless a rank waiting
+    # on that waiting rank times out first: then all name the rank they waited on.
+    for r in survivors:
+        assert "rank " in outcomes[r][1]["message"] and "127.0.0.1" in outcomes[r][1]["message"]
+    if kind != "sigstop":
+        assert named >= 1, [o[1].get("message") for o in outcomes if o[0]]
     if kind in ("sigkill", "sigstop"):
         assert not outcomes[VICTIM][0]  # the victim left no result
 

@@ -10,6 +10,7 @@ namespace pytfcomm::algorithms {
 namespace {
 
 void tree(const Context& c, const Group& g, char* buf, size_t bytes, int root) {
+  PhaseScope phase(c, "tree");
   const int n = g.size();
   const int vme = (g.me - root + n) % n;
   auto real = [&](int v) { return g.global((v + root) % n); };
@@ -30,6 +31,7 @@ void tree(const Context& c, const Group& g, char* buf, size_t bytes, int root) {
 }
 
 void chain(const Context& c, const Group& g, char* buf, size_t bytes, int root) {
+  PhaseScope phase(c, "chain");
   const int n = g.size();
   const int vme = (g.me - root + n) % n;
   transport::Transport& t = c.transport;
@@ -72,6 +74,7 @@ void broadcast(const Context& c, const Group& g, void* buf, size_t count, DType 
 void barrier(const Context& c, const Group& g) {
   // Dissemination: after round k every member has heard, directly or not,
   // from 2^(k+1) members; ceil(log2 n) rounds of empty messages.
+  PhaseScope phase(c, "dissemination");
   const int n = g.size();
   transport::Transport& t = c.transport;
   const transport::MessageMeta meta = c.with_phase(Phase::kDissemination);

@@ -63,17 +63,50 @@ class Workspace {
   std::vector<Block> blocks_;
 };
 
+// Receives the phases of a collective (the engine's timeline); algorithms
+// mark them with PhaseScope and never see whether anyone listens.
+class Tracer {
+ public:
+  virtual ~Tracer() = default;
+  virtual void phase_begin(const char* name, int peer) = 0;
+  virtual void phase_end() = 0;
+};
+
 struct Context {
   transport::Transport& transport;
   transport::MessageMeta meta;  // seq/kind/dtype/op/root/count of this collective
   Workspace& workspace;
-  size_t segment_bytes;  // pipeline granularity
+  size_t segment_bytes;      // pipeline granularity
+  Tracer* tracer = nullptr;  // null unless PYTFCOMM_TIMELINE is set
 
   transport::MessageMeta with_phase(Phase p) const {
     transport::MessageMeta m = meta;
     m.phase = static_cast<uint8_t>(p);
     return m;
   }
+};
+
+// Marks a phase (name: a string literal) for the timeline until it goes out
+// of scope or next() starts the following one. One branch when tracing is off.
+class PhaseScope {
+ public:
+  PhaseScope(const Context& c, const char* name, int peer = -1) : t_(c.tracer) {
+    if (t_) t_->phase_begin(name, peer);
+  }
+  ~PhaseScope() {
+    if (t_) t_->phase_end();
+  }
+  void next(const char* name, int peer = -1) {
+    if (t_) {
+      t_->phase_end();
+      t_->phase_begin(name, peer);
+    }
+  }
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  Tracer* t_;
 };
 
 // Balanced split of `count` elements into `parts`: the first count % parts

@@ -16,6 +16,7 @@ void recursive_doubling_allreduce(const Context& c, const Group& g, Phase phase,
   const size_t bytes = count * dtype_size(dt);
   if (in != out) std::memcpy(out, in, bytes);
   if (n > 1) {
+    PhaseScope trace(c, "recursive_doubling");
     transport::Transport& t = c.transport;
     const transport::MessageMeta meta = c.with_phase(phase);
     char* tmp = static_cast<char*>(c.workspace.get(2, bytes));

@@ -69,6 +69,11 @@ void run_ring(const Context& c, const Group& g, Phase phase, const char* in, cha
     }
   }
 
+  // Timeline phases: reduce-scatter until the first all-gather unit.
+  size_t first_ag = c.tracer && do_rs && do_ag ? 0 : units.size();
+  while (first_ag < units.size() && units[first_ag].step < rs_steps) ++first_ag;
+  PhaseScope trace(c, do_rs ? "reduce_scatter" : "all_gather", right);
+
   std::vector<transport::Handle> recv_handle(units.size(), kNoHandle);
   size_t posted = 0;
   auto hazard_clear = [&](size_t u, bool block) {
@@ -90,6 +95,7 @@ void run_ring(const Context& c, const Group& g, Phase phase, const char* in, cha
   };
 
   for (size_t u = 0; u < units.size(); ++u) {
+    if (u == first_ag) trace.next("all_gather", right);
     while (posted < units.size() && posted < u + kSlots && hazard_clear(posted, false)) {
       post(posted);
     }

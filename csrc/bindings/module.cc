@@ -169,7 +169,7 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](int rank, int size, const std::string& root_host, int root_port,
                        const std::string& bind_host, const std::string& host_id,
                        double connect_timeout, double timeout, const std::string& secret,
-                       const std::string& transport) {
+                       const std::string& transport, double stall_warning) {
              pytfcomm::CommOptions o;
              o.rank = rank;
              o.size = size;
@@ -181,12 +181,14 @@ PYBIND11_MODULE(_core, m) {
              o.timeout_s = timeout;
              o.secret = secret;
              o.transport = transport;
+             o.stall_warning_s = stall_warning;
              py::gil_scoped_release release;
              return std::make_shared<Communicator>(o);
            }),
            py::arg("rank"), py::arg("size"), py::arg("root_host"), py::arg("root_port"),
            py::arg("bind_host") = "", py::arg("host_id") = "", py::arg("connect_timeout") = -1.0,
-           py::arg("timeout") = -1.0, py::arg("secret") = "", py::arg("transport") = "")
+           py::arg("timeout") = -1.0, py::arg("secret") = "", py::arg("transport") = "",
+           py::arg("stall_warning") = -1.0)
       .def_property_readonly("rank", &Communicator::rank)
       .def_property_readonly("size", &Communicator::size)
       .def_property_readonly("local_rank", &Communicator::local_rank)
@@ -195,6 +197,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("root_port", &Communicator::root_port)
       .def_property_readonly("closed", &Communicator::closed)
       .def("host_of", &Communicator::host_of)
+      .def_property_readonly("timeline_path", &Communicator::timeline_path,
+                             "This rank's PYTFCOMM_TIMELINE file, or '' when off")
       .def_property_readonly(
           "handle",
           [](const std::shared_ptr<Communicator>& c) { return pytfcomm::register_communicator(c); },

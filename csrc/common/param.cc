@@ -68,6 +68,11 @@ Params load() {
   p.fusion_bytes = env_int("PYTFCOMM_FUSION_BYTES", 4 << 20, 1, 1LL << 40, "bytes");
   p.fusion_direct_bytes = env_int("PYTFCOMM_FUSION_DIRECT_BYTES", 64 << 10, 0, 1LL << 40, "bytes");
   p.fusion_cycle_ms = env_double("PYTFCOMM_FUSION_CYCLE_MS", 1.0, 0.0, 1e6, "milliseconds");
+  const char* tl = std::getenv("PYTFCOMM_TIMELINE");
+  p.timeline = tl ? tl : "";
+  // Well below PYTFCOMM_TIMEOUT: a warning that names the late rank while
+  // there is still time to look at it (docs/reliability.md).
+  p.stall_warning_s = env_double("PYTFCOMM_STALL_WARNING", 60.0, 0.0, 1e7, "seconds (0 = off)");
   return p;
 }
 
@@ -107,6 +112,8 @@ std::vector<std::pair<std::string, std::string>> describe_params() {
       {"PYTFCOMM_FUSION_BYTES", str_cat(p.fusion_bytes)},
       {"PYTFCOMM_FUSION_DIRECT_BYTES", str_cat(p.fusion_direct_bytes)},
       {"PYTFCOMM_FUSION_CYCLE_MS", str_cat(p.fusion_cycle_ms, " ms")},
+      {"PYTFCOMM_TIMELINE", p.timeline.empty() ? "off" : p.timeline},
+      {"PYTFCOMM_STALL_WARNING", p.stall_warning_s > 0 ? str_cat(p.stall_warning_s, " s") : "off"},
   };
 }
 

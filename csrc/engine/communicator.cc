@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/param.h"
 #include "engine/fusion.h"
+#include "engine/timeline.h"
 #include "transport/shm/connect.h"
 #include "transport/tcp/bootstrap.h"
 #include "transport/tcp/transport.h"
@@ -118,6 +119,11 @@ Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) 
                                                  yield_cpu);
   int shm_peers = pt->shm_peers();
   transport_ = std::move(pt);
+  double stall = o.stall_warning_s >= 0 ? o.stall_warning_s : p.stall_warning_s;
+  inspector_ = std::make_unique<StallInspector>(rank_, size_, stall);
+  inspector_->attach(transport_.get());
+  transport_->set_status_observer(inspector_.get());
+  timeline_ = Timeline::open(p.timeline, rank_, size_, host_of(rank_));
   PTC_LOG(kInfo, "connected: rank ", rank_, " of ", size_, ", local ", local_.me, " of ",
           local_.size(), ", ", num_hosts_, " host(s), transport ", shm::mode_name(mode), " (",
           shm_peers, " peer(s) over shared memory), spin ", spin, " us");
@@ -128,6 +134,8 @@ Communicator::~Communicator() {
   fusion_.reset();  // joins the async thread while the transport still exists
   close();
 }
+
+std::string Communicator::timeline_path() const { return timeline_ ? timeline_->path() : ""; }
 
 std::string Communicator::host_of(int rank) const {
   return rank >= 0 && rank < size_ ? hosts_[static_cast<size_t>(rank)] : "?";
@@ -143,7 +151,9 @@ void Communicator::close() {
   // After an error closed_ is already set but the transport (its epoll fd,
   // shared memory) is still held: release it here too.
   closed_ = true;
+  inspector_->attach(nullptr);
   transport_.reset();  // closes every socket; peers see a clean EOF
+  if (timeline_) timeline_->flush();
 }
 
 void Communicator::check_open() const {
@@ -158,7 +168,9 @@ void Communicator::check_open() const {
 template <typename Body>
 void Communicator::run(CollectiveKind kind, const char* name, DType dtype, ReduceOp op, int root,
                        size_t count, double timeout_s, uint32_t shape_tag, Body body) {
+  const int64_t submit_ns = timeline_ ? Timeline::now_ns() : 0;
   std::lock_guard<std::mutex> lock(mu_);
+  const int64_t locked_ns = timeline_ ? Timeline::now_ns() : 0;
   check_open();
   transport::MessageMeta meta;
   meta.seq = seq_++;
@@ -170,12 +182,22 @@ void Communicator::run(CollectiveKind kind, const char* name, DType dtype, Reduc
   meta.shape_tag = shape_tag;
   std::string context = str_cat(name, " #", meta.seq, " (", dtype_name(dtype), " x ", count, ")");
   transport_->set_context(context);
-  transport_->set_deadline(deadline_after(timeout_s > 0 ? timeout_s : timeout_s_));
-  algorithms::Context ctx{*transport_, meta, workspace_,
-                          static_cast<size_t>(params().segment_bytes)};
+  double timeout = timeout_s > 0 ? timeout_s : timeout_s_;
+  transport_->set_deadline(deadline_after(timeout));
+  size_t bytes = count * dtype_size(dtype);
+  inspector_->begin(meta, name, bytes, timeout, Clock::now());
+  if (timeline_) timeline_->begin_collective(meta, name, bytes, submit_ns, locked_ns);
+  algorithms::Context ctx{timeline_ ? timeline_->traced(*transport_) : *transport_, meta,
+                          workspace_, static_cast<size_t>(params().segment_bytes), timeline_.get()};
+  auto finish = [&](bool failed) {
+    inspector_->end();
+    if (timeline_) timeline_->end_collective(failed);
+  };
   try {
     body(ctx);
+    finish(false);
   } catch (const Error& e) {
+    finish(true);
     if (e.kind() == ErrorKind::kInvalidArgument) throw;  // raised before any message moved
     failure_ = str_cat(error_kind_name(e.kind()), " error in ", context, ": ", e.what());
     PTC_LOG(kError, failure_);
@@ -183,6 +205,7 @@ void Communicator::run(CollectiveKind kind, const char* name, DType dtype, Reduc
     closed_ = true;
     throw;
   } catch (const std::exception& e) {
+    finish(true);
     failure_ = str_cat("unexpected error in ", context, ": ", e.what());
     transport_->abort(failure_);
     closed_ = true;
@@ -208,9 +231,11 @@ void Communicator::allreduce(const void* in, void* out, size_t count, DType dtyp
               "host; this job has uneven hosts: use algorithm='ring' or 'auto'");
   }
   last_algorithm_ = a;
-  PTC_LOG(kDebug, "allreduce of ", bytes, " bytes: ", algorithm_name(a));
+  PTC_LOG(kDebug, "allreduce of ", bytes, " bytes: ", algorithm_name(a),
+          algorithm == Algorithm::kAuto ? " (picked by auto)" : " (asked for)");
   run(CollectiveKind::kAllreduce, "allreduce", dtype, op, 0, count, timeout_s, shape_tag,
       [&](const algorithms::Context& c) {
+        if (timeline_) timeline_->note_algorithm(algorithm_name(a), algorithm_name(algorithm));
         switch (a) {
           case Algorithm::kRecursiveDoubling:
             algorithms::recursive_doubling_allreduce(
@@ -240,6 +265,7 @@ void Communicator::allgather(const void* in, void* out, size_t count, DType dtyp
                              uint32_t shape_tag) {
   run(CollectiveKind::kAllgather, "allgather", dtype, ReduceOp::kSum, 0, count, timeout_s,
       shape_tag, [&](const algorithms::Context& c) {
+        if (timeline_) timeline_->note_algorithm("ring", nullptr);
         algorithms::allgather(c, world_, in, out, count, dtype);
       });
 }
@@ -254,6 +280,7 @@ void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType
                 size_, "), got ", count, " elements");
   run(CollectiveKind::kReduceScatter, "reduce_scatter", dtype, op, 0, count, timeout_s, shape_tag,
       [&](const algorithms::Context& c) {
+        if (timeline_) timeline_->note_algorithm("ring", nullptr);
         algorithms::reduce_scatter(c, world_, in, out, count, dtype, op, size_);
       });
 }

@@ -13,11 +13,13 @@
 
 #include "algorithms/collective.h"
 #include "common/dtype.h"
+#include "engine/stall_inspector.h"
 #include "transport/transport.h"
 
 namespace pytfcomm {
 
 class Fusion;  // engine/fusion.h
+class Timeline;
 
 enum class Algorithm { kAuto = 0, kRing = 1, kHierarchical = 2, kRecursiveDoubling = 3 };
 const char* algorithm_name(Algorithm a);
@@ -33,6 +35,7 @@ struct CommOptions {
   double timeout_s = -1;          // <= 0: PYTFCOMM_TIMEOUT
   std::string secret;             // job secret for the handshake; "" = none
   std::string transport;          // "auto" | "tcp" | "shm"; "": PYTFCOMM_TRANSPORT
+  double stall_warning_s = -1;    // < 0: PYTFCOMM_STALL_WARNING; 0: no stall warnings
 };
 
 class Communicator {
@@ -77,6 +80,9 @@ class Communicator {
 
   // Tensor fusion and asynchronous all-reduce on this communicator.
   Fusion& fusion() { return *fusion_; }
+  // The timeline (PYTFCOMM_TIMELINE), null when off; its file path otherwise.
+  Timeline* timeline() const { return timeline_.get(); }
+  std::string timeline_path() const;
 
  private:
   template <typename Body>
@@ -99,6 +105,10 @@ class Communicator {
   bool closed_ = false;
   std::string failure_;  // why the communicator was closed by an error
   Algorithm last_algorithm_ = Algorithm::kAuto;
+  // Observability (docs/timeline.md, docs/reliability.md); both live until
+  // the destructor so run() may test timeline_ before taking mu_.
+  std::unique_ptr<StallInspector> inspector_;
+  std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<Fusion> fusion_;  // last: its thread uses the members above
 };
 

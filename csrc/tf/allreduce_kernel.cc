@@ -17,6 +17,7 @@
 
 #include "common/reduce.h"
 #include "engine/local_reduce.h"
+#include "engine/timeline.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tf/tf_common.h"
@@ -117,6 +118,8 @@ class AllReduceOp : public AsyncOpKernel {
       return done();
     }
 
+    Timeline* timeline = comm ? comm->timeline() : nullptr;  // PYTFCOMM_TIMELINE
+    const int64_t fuse_start = timeline ? Timeline::now_ns() : 0;
     std::vector<Pack> packs;
     Plan(ctx, dtypes, m, &packs);
     count(CounterKind::kFusedPacks, static_cast<int64_t>(packs.size()));
@@ -162,6 +165,11 @@ class AllReduceOp : public AsyncOpKernel {
     // Purely local and compute-bound: runs here, on the TF thread, in parallel.
     const ReduceOp local_op = cross && op_ == ReduceOp::kMean ? ReduceOp::kSum : op_;
     OP_REQUIRES_OK_ASYNC(ctx, Guard("all-reduce", [&] { local_reduce(spans, local_op, n); }), done);
+    if (timeline) {
+      int64_t fused = 0;
+      for (const Pack& p : packs) fused += p.bytes;
+      timeline->add_span("fuse_local_reduce", fuse_start, Timeline::now_ns(), fused);
+    }
     if (!cross) return done();
 
     // Across processes: may wait on peers, so it runs on the executor.

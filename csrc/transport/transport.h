@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 
@@ -36,6 +37,24 @@ inline bool operator==(const MessageMeta& a, const MessageMeta& b) {
 
 // Identifies a posted operation; valid until the transport is destroyed.
 using Handle = uint64_t;
+
+// Flags of a status frame (the stall inspector's out-of-band message).
+enum StatusFlags : uint32_t {
+  kStatusQuery = 1,         // the sender asks for this rank's status back
+  kStatusInCollective = 2,  // the sender is inside `meta`'s collective (else: it last ran it)
+  kStatusAllFlags = 3,
+};
+
+// Told about the transport's waits; all calls come from the waiting thread.
+class StatusObserver {
+ public:
+  virtual ~StatusObserver() = default;
+  // The transport is about to block (it polled in vain). Returns when it
+  // wants to be called again at the latest (TimePoint::max(): no need).
+  virtual TimePoint on_block(TimePoint now) noexcept = 0;
+  // A peer's status frame arrived (between data frames, never inside one).
+  virtual void on_status(int peer, const MessageMeta& meta, uint32_t flags) noexcept = 0;
+};
 
 class Transport {
  public:
@@ -69,6 +88,17 @@ class Transport {
 
   // "rank 3 (10.0.0.2:41000, host node7)", for messages.
   virtual std::string describe_peer(int peer) const = 0;
+
+  // Optional out-of-band status (the stall inspector); a transport without
+  // it keeps these defaults and the inspector only sees its own rank.
+  virtual void set_status_observer(StatusObserver* observer) {}
+  // Best effort, never blocks: a status frame to `peer` between data frames.
+  // False when it cannot go now (a frame half-written, no room).
+  virtual bool send_status(int peer, const MessageMeta& meta, uint32_t flags) noexcept {
+    return false;
+  }
+  // Peers with operations still pending (what a wait is waiting for).
+  virtual std::vector<int> pending_peers() const { return {}; }
 };
 
 }  // namespace pytfcomm::transport

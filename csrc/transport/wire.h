@@ -10,16 +10,19 @@ namespace pytfcomm::wire {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format assumes little endian");
 
-constexpr uint32_t kProtocolVersion = 2;                 // 2: challenge-response handshake
+constexpr uint32_t kProtocolVersion = 3;                 // 3: STAT frames (stall inspector)
 constexpr uint64_t kHelloMagic = 0x314d4d4f43465450ULL;  // "PTFCOMM1"
 constexpr uint32_t kDataMagic = 0x41544144;              // "DATA"
 constexpr uint32_t kAbortMagic = 0x54524241;             // "ABRT"
+constexpr uint32_t kStatusMagic = 0x54415453;            // "STAT"
 constexpr uint32_t kMaxAbortReason = 4096;
 constexpr uint32_t kMaxJoinError = 4096;
 
-// Precedes every message on an established connection.
+// Precedes every message on an established connection. A STAT frame (stall
+// inspector, no payload) may come between any two frames: `reserved` holds
+// its StatusFlags, `meta` the collective its sender is in (or last ran).
 struct FrameHeader {
-  uint32_t magic;  // kDataMagic or kAbortMagic
+  uint32_t magic;  // kDataMagic, kAbortMagic or kStatusMagic
   uint32_t reserved;
   uint64_t nbytes;  // payload length that follows
   transport::MessageMeta meta;

@@ -95,6 +95,10 @@ std::string check_peer_entry(const PeerEntry& e, int expected_rank) {
 FrameVerdict check_frame(const FrameHeader& got, const transport::MessageMeta& want,
                          uint64_t want_nbytes, uint64_t max_message) {
   if (got.magic == kAbortMagic) return FrameVerdict::kAbort;
+  if (got.magic == kStatusMagic) {
+    bool ok = got.nbytes == 0 && (got.reserved & ~transport::kStatusAllFlags) == 0;
+    return ok ? FrameVerdict::kStatus : FrameVerdict::kNotAFrame;
+  }
   if (got.magic != kDataMagic) return FrameVerdict::kNotAFrame;
   if (got.nbytes > max_message) return FrameVerdict::kTooLarge;
   if (!(got.meta == want) || got.nbytes != want_nbytes) return FrameVerdict::kMismatch;

@@ -30,6 +30,7 @@ std::string check_peer_entry(const PeerEntry& e, int expected_rank);
 enum class FrameVerdict {
   kOk,
   kAbort,      // the peer gave up; an ABRT reason follows
+  kStatus,     // a well-formed STAT frame (no payload), not matched with receives
   kNotAFrame,  // bad magic: a corrupt or foreign stream
   kTooLarge,   // announced payload over the PYTFCOMM_MAX_MESSAGE cap
   kMismatch,   // metadata or length differs from the posted receive

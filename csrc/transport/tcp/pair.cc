@@ -118,6 +118,7 @@ void Pair::check_header(const Op& op, const std::string& context) {
       return;
     case wire::FrameVerdict::kAbort:
       read_abort_and_throw(context);
+    case wire::FrameVerdict::kStatus:  // handled before (progress_recv)
     case wire::FrameVerdict::kNotAFrame:
       fail_lost(context, "it sent bytes that are not a pytfcomm frame (corrupt stream)");
     case wire::FrameVerdict::kTooLarge:
@@ -154,6 +155,12 @@ bool Pair::progress_recv(const std::string& context) {
       moved = true;
       in_header_got_ += static_cast<size_t>(r);
       if (in_header_got_ < sizeof(wire::FrameHeader)) continue;
+      if (in_header_.magic == wire::kStatusMagic &&
+          wire::check_frame(in_header_, {}, 0, 0) == wire::FrameVerdict::kStatus) {
+        deliver_status(in_header_);  // not for a receive: read the next header
+        in_header_got_ = 0;
+        continue;
+      }
       check_header(op, context);
     }
     if (op.done < op.nbytes) {
@@ -201,17 +208,43 @@ void Pair::read_abort_and_throw(const std::string& context) {
 }
 
 void Pair::check_idle(const std::string& context) {
-  if (eof_ || closed_ || !recvs_.empty()) return;
-  wire::FrameHeader h{};
-  ssize_t r = stream_->peek(&h, sizeof(h));
-  if (r == 0) {
-    eof_ = true;
-    return;
+  // Status frames that wait here are consumed; they are all we may read
+  // without a posted receive.
+  for (;;) {
+    if (eof_ || closed_ || !recvs_.empty()) return;
+    wire::FrameHeader h{};
+    ssize_t r = stream_->peek(&h, sizeof(h));
+    if (r == 0) {
+      eof_ = true;
+      return;
+    }
+    if (r != static_cast<ssize_t>(sizeof(h))) return;
+    if (h.magic == wire::kAbortMagic) {
+      (void)stream_->read_some(&in_header_, sizeof(h));
+      read_abort_and_throw(context);
+    }
+    if (wire::check_frame(h, {}, 0, 0) != wire::FrameVerdict::kStatus) return;
+    if (stream_->read_some(&h, sizeof(h)) != static_cast<ssize_t>(sizeof(h))) return;
+    deliver_status(h);
   }
-  if (r == static_cast<ssize_t>(sizeof(h)) && h.magic == wire::kAbortMagic) {
-    (void)stream_->read_some(&in_header_, sizeof(h));
-    read_abort_and_throw(context);
-  }
+}
+
+void Pair::deliver_status(const wire::FrameHeader& h) noexcept {
+  if (observer_) observer_->on_status(peer_, h.meta, h.reserved);
+}
+
+bool Pair::send_status(const transport::MessageMeta& meta, uint32_t flags) noexcept {
+  if (closed_ || eof_) return false;
+  // Queued like a header-only send, so a partial write is finished by the
+  // usual progress and frames never interleave. Its sequence number is
+  // simply one nobody waits for.
+  Op op{nullptr, 0, 0, {}};
+  op.header.magic = wire::kStatusMagic;
+  op.header.reserved = flags;
+  op.header.meta = meta;
+  sends_.push_back(op);
+  ++sends_posted_;
+  return true;
 }
 
 void Pair::abort(const std::string& reason) noexcept {

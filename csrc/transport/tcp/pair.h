@@ -47,6 +47,11 @@ class Pair {
   // Best effort: send an ABORT frame if no frame is half-written, then close.
   void abort(const std::string& reason) noexcept;
 
+  // Status frames (stall inspector): delivered to `observer` as they are
+  // read; sent queued behind the posted sends, never blocking.
+  void set_status_observer(transport::StatusObserver* observer) { observer_ = observer; }
+  bool send_status(const transport::MessageMeta& meta, uint32_t flags) noexcept;
+
  private:
   struct Op {
     char* data;
@@ -62,6 +67,7 @@ class Pair {
   [[noreturn]] void fail_lost(const std::string& context, const std::string& why);
   [[noreturn]] void read_abort_and_throw(const std::string& context);
   void check_header(const Op& op, const std::string& context);
+  void deliver_status(const wire::FrameHeader& h) noexcept;
 
   int peer_;
   std::unique_ptr<transport::ByteStream> stream_;
@@ -77,6 +83,7 @@ class Pair {
   wire::FrameHeader in_header_{};
   size_t in_header_got_ = 0;
   bool eof_ = false;
+  transport::StatusObserver* observer_ = nullptr;
 };
 
 }  // namespace pytfcomm::tcp

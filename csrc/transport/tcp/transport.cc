@@ -157,12 +157,38 @@ void PairTransport::handle_events(int timeout_ms) {
   }
 }
 
+void PairTransport::set_status_observer(transport::StatusObserver* observer) {
+  observer_ = observer;
+  for (auto& p : pairs_) {
+    if (p) p->set_status_observer(observer);
+  }
+}
+
+bool PairTransport::send_status(int peer, const transport::MessageMeta& meta,
+                                uint32_t flags) noexcept {
+  if (aborted_ || peer < 0 || peer >= size() || !pairs_[peer]) return false;
+  Pair& p = *pairs_[peer];
+  bool was_idle = p.idle();
+  if (!p.send_status(meta, flags)) return false;
+  if (was_idle) active_.push_back(peer);
+  return true;
+}
+
 void PairTransport::block_once() {
   check_deadline();
+  // The stall inspector runs only here, after polling found nothing: never
+  // on the path of a collective that makes progress.
+  TimePoint wake = deadline_;
+  if (observer_) {
+    wake = std::min(wake, observer_->on_block(Clock::now()));
+    // Push out the status frames it may have queued: no readiness event
+    // would wake us for a socket that was writable all along.
+    if (progress_all()) return;
+  }
   bool shm_pending = false, tcp_pending = false;
   for (int peer : active_) (pairs_[peer]->polled() ? shm_pending : tcp_pending) = true;
   if (!shm_pending) {
-    handle_events(millis_until(deadline_, 1000));
+    handle_events(millis_until(wake, 1000));
     return;
   }
   handle_events(0);
@@ -174,8 +200,8 @@ void PairTransport::block_once() {
   // Sleep until a local peer rings; wake up now and then to look at the
   // sockets (a dead peer rings nobody) and, with TCP pending too, often.
   int64_t us = tcp_pending ? 200 : 10000;
-  if (deadline_ != TimePoint::max()) {
-    auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline_ - Clock::now());
+  if (wake != TimePoint::max()) {
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(wake - Clock::now());
     us = std::max<int64_t>(1, std::min<int64_t>(us, left.count()));
   }
   bell_.sleep(seq, us);

@@ -44,6 +44,9 @@ class PairTransport : public transport::Transport {
   void set_context(const std::string& what) override { context_ = what; }
   void abort(const std::string& reason) noexcept override;
   std::string describe_peer(int peer) const override;
+  void set_status_observer(transport::StatusObserver* observer) override;
+  bool send_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override;
+  std::vector<int> pending_peers() const override { return active_; }
 
   const std::vector<PeerInfo>& peers() const { return peers_; }
   // Number of peers reached through shared memory.
@@ -72,6 +75,7 @@ class PairTransport : public transport::Transport {
   TimePoint deadline_ = TimePoint::max();
   std::string context_ = "a collective";
   bool aborted_ = false;
+  transport::StatusObserver* observer_ = nullptr;
 };
 
 // The name the TCP-only transport had; kept for existing callers.

@@ -1,0 +1,154 @@
+#include "engine/stall_inspector.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "algorithms/collective.h"
+#include "common/dtype.h"
+#include "common/error.h"
+#include "common/logging.h"
+
+namespace pytfcomm {
+namespace {
+
+const char* kind_name(uint8_t kind) {
+  switch (static_cast<algorithms::CollectiveKind>(kind)) {
+    case algorithms::CollectiveKind::kAllreduce:
+      return "allreduce";
+    case algorithms::CollectiveKind::kBroadcast:
+      return "broadcast";
+    case algorithms::CollectiveKind::kAllgather:
+      return "allgather";
+    case algorithms::CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case algorithms::CollectiveKind::kBarrier:
+      return "barrier";
+  }
+  return "collective";
+}
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%08x", v);
+  return buf;
+}
+
+// How long a stalled rank waits for answers before it reports: blocked
+// peers answer within a wait-loop tick (<= 10 ms), so this is ample.
+double grace_s(double threshold_s) { return std::clamp(0.2 * threshold_s, 0.05, 2.0); }
+
+}  // namespace
+
+StallInspector::StallInspector(int rank, int size, double threshold_s)
+    : rank_(rank), size_(size), threshold_s_(threshold_s), peers_(static_cast<size_t>(size)) {}
+
+void StallInspector::begin(const transport::MessageMeta& meta, const char* name, size_t bytes,
+                           double timeout_s, TimePoint now) {
+  active_ = true;
+  timeout_s_ = timeout_s;
+  meta_ = meta;
+  name_ = name;
+  bytes_ = bytes;
+  started_ = now;
+  last_ask_ = TimePoint::max();
+  next_ask_ = threshold_s_ > 0 ? now + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(threshold_s_))
+                               : TimePoint::max();
+  report_at_ = TimePoint::max();
+}
+
+void StallInspector::end() { active_ = false; }
+
+void StallInspector::on_status(int peer, const transport::MessageMeta& meta,
+                               uint32_t flags) noexcept {
+  if (peer < 0 || peer >= size_) return;
+  PeerView& v = peers_[static_cast<size_t>(peer)];
+  v.heard_at = Clock::now();
+  v.meta = meta;
+  v.in_collective = flags & transport::kStatusInCollective;
+  if (flags & transport::kStatusQuery) {
+    v.owe_reply = true;
+    owed_ = true;
+  }
+}
+
+void StallInspector::answer_owed() noexcept {
+  owed_ = false;
+  for (int p = 0; p < size_; ++p) {
+    PeerView& v = peers_[static_cast<size_t>(p)];
+    if (!v.owe_reply) continue;
+    v.owe_reply = false;
+    if (transport_) transport_->send_status(p, meta_, own_flags());
+  }
+}
+
+void StallInspector::ask_all(TimePoint now) {
+  last_ask_ = now;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    peers_[static_cast<size_t>(p)].owe_reply = false;  // the question carries our state
+    if (transport_) transport_->send_status(p, meta_, transport::kStatusQuery | own_flags());
+  }
+}
+
+TimePoint StallInspector::on_block(TimePoint now) noexcept {
+  try {
+    if (owed_) answer_owed();
+    if (!active_) return TimePoint::max();
+    if (now >= next_ask_) {
+      ask_all(now);
+      report_at_ = now + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(grace_s(threshold_s_)));
+      next_ask_ = now + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(threshold_s_));
+    }
+    if (now >= report_at_) {
+      report_at_ = TimePoint::max();
+      PTC_LOG(kWarn, report());
+    }
+    return std::min(next_ask_, report_at_);
+  } catch (...) {
+    // Diagnostics must never fail a collective; PYTFCOMM_TIMEOUT still applies.
+    return TimePoint::max();
+  }
+}
+
+std::string StallInspector::report() const {
+  std::string missing, joined, ahead;
+  auto add = [](std::string& list, const std::string& item) {
+    list += (list.empty() ? "" : ", ") + item;
+  };
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const PeerView& v = peers_[static_cast<size_t>(p)];
+    std::string who = transport_ ? transport_->describe_peer(p) : str_cat("rank ", p);
+    bool recent = v.heard_at != TimePoint{} && v.heard_at >= started_;
+    if (recent && v.meta.seq == meta_.seq) {
+      add(joined, str_cat("rank ", p));
+    } else if (recent && v.meta.seq > meta_.seq) {
+      add(ahead, str_cat("rank ", p, " (in ", kind_name(v.meta.kind), " #", v.meta.seq, ")"));
+    } else if (v.heard_at != TimePoint{} && v.heard_at >= last_ask_) {
+      add(missing, str_cat(who, " is still in ", kind_name(v.meta.kind), " #", v.meta.seq));
+    } else {
+      add(missing, str_cat(who, " has not joined it (no answer: not inside pytfcomm -- late, ",
+                           "busy elsewhere or stopped)"));
+    }
+  }
+  std::string waits;
+  if (transport_) {
+    for (int p : transport_->pending_peers()) add(waits, str_cat("rank ", p));
+  }
+  std::string shape = meta_.shape_tag ? str_cat(", shape tag ", hex32(meta_.shape_tag)) : "";
+  return str_cat(
+      "stall: ", name_, " #", meta_.seq, " (", dtype_name(static_cast<DType>(meta_.dtype)), " x ",
+      meta_.count, ", ", bytes_, " bytes", shape, ") has waited ",
+      static_cast<int64_t>(seconds_since(started_) * 10 + 0.5) / 10.0, " s on this rank. ",
+      missing.empty() ? std::string("Every rank is in it (a slow transfer?)")
+                      : str_cat("Holding it back: ", missing),
+      joined.empty() ? "" : str_cat(". In it: ", joined), ahead.empty() ? "" : ". Ahead: ", ahead,
+      waits.empty() ? "" : str_cat(". This rank waits on ", waits), ". Warning every ",
+      threshold_s_, " s (PYTFCOMM_STALL_WARNING); the collective fails at ", timeout_s_,
+      " s (PYTFCOMM_TIMEOUT)");
+}
+
+}  // namespace pytfcomm

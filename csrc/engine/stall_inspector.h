@@ -1,0 +1,76 @@
+// The stall inspector (PYTFCOMM_STALL_WARNING): when this rank has waited
+// in a collective longer than the threshold, it finds out which ranks have
+// not joined it and logs a warning naming them, once per threshold interval,
+// long before PYTFCOMM_TIMEOUT fails the job.
+//
+// How it learns about the others (docs/reliability.md): a stalled rank sends
+// a small STAT frame to every peer over the existing authenticated
+// connections, queued between data frames, saying which collective it is in
+// and asking for an answer. Every rank that is itself blocked inside
+// pytfcomm (in this or another collective) answers with its own state from
+// its wait loop. A rank that is not inside pytfcomm (late in user code,
+// stopped, or stuck elsewhere) cannot answer: after a short grace period the
+// asker names every rank that neither answered nor asked as one that has
+// not joined. Nothing of this runs unless a wait blocks; a collective that
+// makes progress never calls it, and it never throws.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "transport/transport.h"
+
+namespace pytfcomm {
+
+class StallInspector : public transport::StatusObserver {
+ public:
+  // threshold_s <= 0: never warn or ask, but still answer other ranks.
+  StallInspector(int rank, int size, double threshold_s);
+
+  void attach(transport::Transport* t) { transport_ = t; }
+  double threshold_s() const { return threshold_s_; }
+
+  // Around each collective (called by Communicator::run, cheap).
+  // timeout_s: this collective's deadline, quoted in the warning.
+  void begin(const transport::MessageMeta& meta, const char* name, size_t bytes, double timeout_s,
+             TimePoint now);
+  void end();
+
+  TimePoint on_block(TimePoint now) noexcept override;
+  void on_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override;
+
+  // The warning as it would be logged now.
+  std::string report() const;
+
+ private:
+  struct PeerView {
+    TimePoint heard_at{};  // when its last status frame arrived ({}: never)
+    bool in_collective = false;
+    transport::MessageMeta meta;  // the collective it said it is in (or last ran)
+    bool owe_reply = false;       // it asked; answer at the next block
+  };
+  void ask_all(TimePoint now);
+  void answer_owed() noexcept;
+  uint32_t own_flags() const { return active_ ? uint32_t{transport::kStatusInCollective} : 0u; }
+
+  int rank_;
+  int size_;
+  double threshold_s_;
+  double timeout_s_ = 0;
+  transport::Transport* transport_ = nullptr;
+  std::vector<PeerView> peers_;
+  bool owed_ = false;  // some peer waits for an answer
+
+  bool active_ = false;  // inside a collective
+  transport::MessageMeta meta_;
+  const char* name_ = "";
+  size_t bytes_ = 0;
+  TimePoint started_;
+  TimePoint last_ask_ = TimePoint::max();
+  TimePoint next_ask_ = TimePoint::max();
+  TimePoint report_at_ = TimePoint::max();
+};
+
+}  // namespace pytfcomm

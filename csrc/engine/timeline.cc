@@ -1,0 +1,427 @@
+#include "engine/timeline.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "common/dtype.h"
+#include "common/error.h"
+#include "common/logging.h"
+
+#ifndef PYTFCOMM_VERSION
+#define PYTFCOMM_VERSION "0.0.0"
+#endif
+
+namespace pytfcomm {
+namespace {
+
+constexpr size_t kFlushEvents = 4096;
+constexpr int64_t kFlushEveryNs = 1'000'000'000;
+constexpr int64_t kMinWaitNs = 2'000;  // shorter waits are noise, not blocking
+
+// Timelines still open, flushed by the exit handler (a job that never calls
+// close() still leaves a complete file). Leaked on purpose: it must outlive
+// every other static.
+std::mutex& registry_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::set<Timeline*>& registry() {
+  static auto* s = new std::set<Timeline*>;
+  return *s;
+}
+void flush_all_at_exit() {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  for (Timeline* t : registry()) t->flush();
+}
+
+uint32_t this_lane() {
+  thread_local uint32_t tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+  return tid;
+}
+
+void append_escaped(std::string& out, const std::string& s) {
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      out += '?';
+    } else {
+      out += ch;
+    }
+  }
+}
+
+bool write_all_at(int fd, const std::string& s, int64_t off) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t w = ::pwrite(fd, s.data() + done, s.size() - done, off + static_cast<int64_t>(done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    done += static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+// Times every wait of the algorithms; everything else goes straight through.
+class TracedTransport : public transport::Transport {
+ public:
+  TracedTransport(transport::Transport& inner, Timeline& tl) : t_(inner), tl_(tl) {}
+  int rank() const override { return t_.rank(); }
+  int size() const override { return t_.size(); }
+  transport::Handle post_send(int peer, const void* data, size_t n,
+                              const transport::MessageMeta& meta) override {
+    auto h = t_.post_send(peer, data, n, meta);
+    posts_.push_back({h, peer, n, false});
+    return h;
+  }
+  transport::Handle post_recv(int peer, void* data, size_t n,
+                              const transport::MessageMeta& meta) override {
+    auto h = t_.post_recv(peer, data, n, meta);
+    posts_.push_back({h, peer, n, true});
+    return h;
+  }
+  void wait(transport::Handle h) override {
+    int64_t t0 = Timeline::now_ns();
+    t_.wait(h);
+    int64_t t1 = Timeline::now_ns();
+    // Waits come roughly in posting order: search from the oldest live post.
+    for (size_t i = head_; i < posts_.size(); ++i) {
+      Post& p = posts_[i];
+      if (!p.live || p.handle != h) continue;
+      if (t1 - t0 >= kMinWaitNs) {
+        tl_.add_wait(p.recv ? "wait_recv" : "wait_send", p.peer, p.bytes, t0, t1);
+      }
+      p.live = false;
+      while (head_ < posts_.size() && !posts_[head_].live) ++head_;
+      return;
+    }
+  }
+  bool test(transport::Handle h) override { return t_.test(h); }
+  void wait_all() override {
+    int64_t t0 = Timeline::now_ns();
+    t_.wait_all();
+    int64_t t1 = Timeline::now_ns();
+    if (t1 - t0 >= kMinWaitNs) tl_.add_wait("wait_all", -1, 0, t0, t1);
+    forget();
+  }
+  void set_deadline(TimePoint d) override { t_.set_deadline(d); }
+  void set_context(const std::string& what) override { t_.set_context(what); }
+  void abort(const std::string& reason) noexcept override { t_.abort(reason); }
+  std::string describe_peer(int peer) const override { return t_.describe_peer(peer); }
+  void set_status_observer(transport::StatusObserver* o) override { t_.set_status_observer(o); }
+  bool send_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override {
+    return t_.send_status(peer, meta, flags);
+  }
+  std::vector<int> pending_peers() const override { return t_.pending_peers(); }
+  void forget() {
+    posts_.clear();  // keeps its capacity: no allocation per collective
+    head_ = 0;
+  }
+
+ private:
+  struct Post {
+    transport::Handle handle;
+    int peer;
+    size_t bytes;
+    bool recv;
+    bool live = true;
+  };
+  transport::Transport& t_;
+  Timeline& tl_;
+  std::vector<Post> posts_;
+  size_t head_ = 0;
+};
+
+std::string Timeline::path_for(const std::string& pattern, int rank) {
+  std::string r = std::to_string(rank);
+  size_t at = pattern.find("%r");
+  if (at != std::string::npos) {
+    std::string out = pattern;
+    for (; at != std::string::npos; at = out.find("%r", at + r.size())) out.replace(at, 2, r);
+    return out;
+  }
+  size_t slash = pattern.rfind('/');
+  size_t dot = pattern.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
+      dot == (slash == std::string::npos ? 0 : slash + 1)) {
+    return pattern + ".rank" + r;
+  }
+  return pattern.substr(0, dot) + ".rank" + r + pattern.substr(dot);
+}
+
+std::unique_ptr<Timeline> Timeline::open(const std::string& pattern, int rank, int size,
+                                         const std::string& host) {
+  if (pattern.empty()) return nullptr;
+  std::string path = path_for(pattern, rank);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    PTC_LOG(kWarn, "PYTFCOMM_TIMELINE: cannot write ", path, ": ", std::strerror(errno),
+            "; running without a timeline");
+    return nullptr;
+  }
+  std::unique_ptr<Timeline> t(new Timeline(fd, path, rank, size, host));
+  if (t->write_failed_) return nullptr;  // the destructor closed it; warned already
+  static std::once_flag once;
+  std::call_once(once, [] { std::atexit(flush_all_at_exit); });
+  std::lock_guard<std::mutex> lock(registry_mu());
+  registry().insert(t.get());
+  PTC_LOG(kInfo, "timeline: writing ", path);
+  return t;
+}
+
+Timeline::Timeline(int fd, std::string path, int rank, int size, std::string host)
+    : fd_(fd), path_(std::move(path)), rank_(rank), size_(size), host_(std::move(host)) {
+  std::string head = "{\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":" + std::to_string(rank_) +
+                     ",\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"rank " +
+                     std::to_string(rank_) + " (";
+  append_escaped(head, host_);
+  head += ")\"}},\n{\"ph\":\"M\",\"pid\":" + std::to_string(rank_) +
+          ",\"tid\":0,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" +
+          std::to_string(rank_) + "}}";
+  body_end_ = 0;
+  if (!write_all_at(fd_, head, 0)) write_failed_ = true;
+  body_end_ = static_cast<int64_t>(head.size());
+  buf_.reserve(256);
+  last_flush_ns_ = now_ns();
+  flush();
+}
+
+Timeline::~Timeline() {
+  {
+    std::lock_guard<std::mutex> lock(registry_mu());
+    registry().erase(this);
+  }
+  flush();
+  ::close(fd_);
+}
+
+int64_t Timeline::now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+transport::Transport& Timeline::traced(transport::Transport& inner) {
+  if (!traced_) traced_ = std::make_unique<TracedTransport>(inner, *this);
+  return *traced_;
+}
+
+void Timeline::begin_collective(const transport::MessageMeta& meta, const char* name, size_t bytes,
+                                int64_t submit_ns, int64_t locked_ns) {
+  int64_t now = now_ns();
+  cur_ = TraceEvent{};
+  cur_.name = name;
+  cur_.cat = "collective";
+  cur_.queue_ns = locked_ns - submit_ns;
+  cur_.ts_ns = submit_ns;  // the span covers the queue too; "queue" is its first phase
+  cur_.tid = this_lane();
+  cur_.seq = meta.seq;
+  cur_.bytes = bytes;
+  cur_.dtype = meta.dtype;
+  cur_.op = meta.op;
+  cur_.root =
+      meta.kind == static_cast<uint8_t>(algorithms::CollectiveKind::kBroadcast) ? meta.root : -1;
+  cur_.shape_tag = meta.shape_tag;
+  cur_.count = meta.count;
+  depth_ = 0;
+  // No negotiation round: the metadata travels in every frame and is checked
+  // on receipt; "metadata" is building it and arming the deadline.
+  add(TraceEvent{"queue", "phase", submit_ns, cur_.queue_ns, cur_.tid, meta.seq});
+  add(TraceEvent{"metadata", "phase", locked_ns, now - locked_ns, cur_.tid, meta.seq});
+}
+
+void Timeline::note_algorithm(const char* chosen, const char* requested) {
+  cur_.algorithm = chosen;
+  cur_.requested = requested;
+}
+
+void Timeline::end_collective(bool failed) {
+  while (depth_ > 0) phase_end();  // an error unwound past open phases
+  if (traced_) traced_->forget();
+  cur_.dur_ns = now_ns() - cur_.ts_ns;
+  cur_.failed = failed;
+  add(cur_);
+  if (failed || buf_.size() >= kFlushEvents || now_ns() - last_flush_ns_ >= kFlushEveryNs) {
+    flush();
+  }
+}
+
+void Timeline::phase_begin(const char* name, int peer) {
+  if (depth_ < 8) stack_[depth_] = {name, peer, now_ns()};
+  ++depth_;
+  // The first phase of an algorithm names it, unless the engine said more.
+  if (cur_.algorithm == nullptr && depth_ == 1) cur_.algorithm = name;
+}
+
+void Timeline::phase_end() {
+  if (depth_ == 0) return;
+  --depth_;
+  if (depth_ >= 8) return;
+  const Open& o = stack_[depth_];
+  TraceEvent e{o.name, "phase", o.t0, now_ns() - o.t0, cur_.tid, cur_.seq, o.peer};
+  add(e);
+}
+
+void Timeline::add_wait(const char* name, int peer, uint64_t bytes, int64_t t0, int64_t t1) {
+  TraceEvent e{name, "wait", t0, t1 - t0, cur_.tid, cur_.seq, peer, bytes};
+  add(e);
+}
+
+void Timeline::add_span(const char* name, int64_t t0, int64_t t1, uint64_t bytes) {
+  TraceEvent e{name, "local", t0, t1 - t0, this_lane(), 0, -1, bytes};
+  add(e);
+}
+
+void Timeline::add(const TraceEvent& e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  buf_.push_back(e);
+}
+
+// Hand-rolled formatting (no printf, no temporaries): flushes run on a
+// thread a peer may be waiting for, so an event must cost well under 1 µs.
+namespace {
+void put(std::string& out, const char* s) { out.append(s); }
+void put_u64(std::string& out, uint64_t v) {
+  char d[24];
+  int n = 0;
+  do {
+    d[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v);
+  while (n) out.push_back(d[--n]);
+}
+void put_i64(std::string& out, int64_t v) {
+  if (v < 0) out.push_back('-');
+  put_u64(out, v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v));
+}
+// Nanoseconds as microseconds with three decimals.
+void put_us(std::string& out, int64_t ns) {
+  if (ns < 0) {
+    out.push_back('-');
+    ns = -ns;
+  }
+  put_u64(out, static_cast<uint64_t>(ns / 1000));
+  int frac = static_cast<int>(ns % 1000);
+  char f[5] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+               static_cast<char>('0' + frac % 10), 0};
+  out.append(f, 4);
+}
+}  // namespace
+
+void Timeline::append_json(std::string& out, const TraceEvent& e) const {
+  put(out, ",\n{\"ph\":\"X\",\"pid\":");
+  put_i64(out, rank_);
+  put(out, ",\"tid\":");
+  put_u64(out, e.tid);
+  put(out, ",\"ts\":");
+  put_us(out, e.ts_ns);
+  put(out, ",\"dur\":");
+  put_us(out, e.dur_ns);
+  put(out, ",\"cat\":\"");
+  put(out, e.cat);
+  put(out, "\",\"name\":\"");
+  put(out, e.name);
+  const bool collective = e.cat[0] == 'c';
+  if (e.cat[0] == 'l') {
+    put(out, "\",\"args\":{\"seq\":null");  // outside any collective
+  } else {
+    put(out, "\",\"args\":{\"seq\":");
+    put_u64(out, e.seq);
+  }
+  if (!collective && e.peer >= 0) {
+    put(out, ",\"peer\":");
+    put_i64(out, e.peer);
+  }
+  if (e.bytes || collective) {
+    put(out, ",\"bytes\":");
+    put_u64(out, e.bytes);
+  }
+  if (collective) {
+    put(out, ",\"collective\":\"");
+    put(out, e.name);
+    put(out, "\",\"count\":");
+    put_u64(out, e.count);
+    put(out, ",\"dtype\":\"");
+    put(out, valid_dtype(e.dtype) ? dtype_name(static_cast<DType>(e.dtype)) : "?");
+    put(out, "\",\"op\":\"");
+    put(out, valid_op(e.op) ? op_name(static_cast<ReduceOp>(e.op)) : "?");
+    put(out, "\",\"algorithm\":\"");
+    put(out, e.algorithm ? e.algorithm : "none");
+    put(out, "\"");
+    if (e.requested) {
+      put(out, ",\"requested\":\"");
+      put(out, e.requested);
+      put(out, "\"");
+    }
+    if (e.root >= 0) {
+      put(out, ",\"root\":");
+      put_i64(out, e.root);
+    }
+    if (e.shape_tag) {
+      put(out, ",\"shape_tag\":");
+      put_u64(out, e.shape_tag);
+    }
+    put(out, ",\"queue_us\":");
+    put_us(out, e.queue_ns);
+    if (e.failed) put(out, ",\"error\":true");
+  }
+  put(out, "}}");
+}
+
+void Timeline::flush() noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_flush_ns_ = now_ns();
+    if (write_failed_) {
+      buf_.clear();
+      return;
+    }
+    std::string body;
+    body.reserve(buf_.size() * 240);
+    for (const TraceEvent& e : buf_) {
+      auto seen = std::find(lanes_named_.begin(), lanes_named_.end(), e.tid);
+      if (seen == lanes_named_.end()) {
+        lanes_named_.push_back(e.tid);
+        char name[32] = "thread";
+        if (e.tid == this_lane()) pthread_getname_np(pthread_self(), name, sizeof(name));
+        body += ",\n{\"ph\":\"M\",\"pid\":" + std::to_string(rank_) +
+                ",\"tid\":" + std::to_string(e.tid) +
+                ",\"name\":\"thread_name\",\"args\":{\"name\":\"";
+        append_escaped(body, name);
+        body += " " + std::to_string(e.tid) + "\"}}";
+      }
+      append_json(body, e);
+    }
+    buf_.clear();
+    std::string tail = "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"pytfcomm\":\"" +
+                       std::string(PYTFCOMM_VERSION) + "\",\"rank\":" + std::to_string(rank_) +
+                       ",\"size\":" + std::to_string(size_) +
+                       ",\"clock\":\"CLOCK_MONOTONIC, microseconds\"}}\n";
+    // The new events overwrite the old closing text, which is then written
+    // again after them: only a crash between these two writes leaves a file
+    // without its closing "]}" (python -m pytfcomm timeline merge repairs it).
+    if (!write_all_at(fd_, body, body_end_) ||
+        !write_all_at(fd_, tail, body_end_ + static_cast<int64_t>(body.size()))) {
+      write_failed_ = true;
+      PTC_LOG(kWarn, "PYTFCOMM_TIMELINE: writing ", path_, " failed: ", std::strerror(errno),
+              "; no more events are recorded");
+      return;
+    }
+    body_end_ += static_cast<int64_t>(body.size());
+  } catch (...) {
+    write_failed_ = true;  // out of memory: give up on the timeline, not the job
+  }
+}
+
+}  // namespace pytfcomm

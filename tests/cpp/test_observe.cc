@@ -1,0 +1,76 @@
+// The timeline's file naming, STAT frame validation, and the stall inspector
+// with ranks as threads (one of them late).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/communicator.h"
+#include "engine/timeline.h"
+#include "test_util.h"
+#include "transport/wire_check.h"
+
+namespace pytfcomm {
+namespace {
+
+TEST(Timeline, PathPerRank) {
+  EXPECT_EQ(Timeline::path_for("/tmp/t.json", 3), "/tmp/t.rank3.json");
+  EXPECT_EQ(Timeline::path_for("/tmp/t", 3), "/tmp/t.rank3");
+  EXPECT_EQ(Timeline::path_for("/tmp/a.d/t", 0), "/tmp/a.d/t.rank0");
+  EXPECT_EQ(Timeline::path_for("/tmp/.t", 1), "/tmp/.t.rank1");
+  EXPECT_EQ(Timeline::path_for("t-%r.json", 12), "t-12.json");
+  EXPECT_EQ(Timeline::path_for("%r/t-%r.json", 2), "2/t-2.json");
+}
+
+TEST(Timeline, UnwritablePathMeansNoTimeline) {
+  EXPECT_EQ(Timeline::open("/nonexistent-dir/t.json", 0, 1, "h"), nullptr);
+  EXPECT_EQ(Timeline::open("", 0, 1, "h"), nullptr);
+}
+
+TEST(CheckFrame, StatusFrames) {
+  wire::FrameHeader h{};
+  h.magic = wire::kStatusMagic;
+  h.reserved = transport::kStatusQuery | transport::kStatusInCollective;
+  EXPECT_EQ(wire::check_frame(h, {}, 0, 1 << 20), wire::FrameVerdict::kStatus);
+  h.nbytes = 1;  // a status frame has no payload
+  EXPECT_EQ(wire::check_frame(h, {}, 0, 1 << 20), wire::FrameVerdict::kNotAFrame);
+  h.nbytes = 0;
+  h.reserved = 8;  // unknown flags
+  EXPECT_EQ(wire::check_frame(h, {}, 0, 1 << 20), wire::FrameVerdict::kNotAFrame);
+}
+
+// Three ranks as threads; rank 1 starts its second all-reduce late. The
+// others must say so (stderr), and everyone gets the right sum.
+TEST(StallInspector, NamesTheLateRank) {
+  const int n = 3, port = testing_util::free_port();
+  std::vector<float> results(n, 0);
+  ::testing::internal::CaptureStderr();
+  auto errors = testing_util::on_threads(n, [&](int r) {
+    CommOptions o = testing_util::loopback_options(r, n, port);
+    o.transport = "tcp";
+    o.stall_warning_s = 0.3;
+    o.timeout_s = 30;
+    Communicator c(o);
+    std::vector<float> x(1000, 1.0f), y(1000);
+    c.allreduce(x.data(), y.data(), x.size(), DType::kFloat32, ReduceOp::kSum, Algorithm::kRing,
+                -1);
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    c.allreduce(x.data(), y.data(), x.size(), DType::kFloat32, ReduceOp::kSum, Algorithm::kRing,
+                -1);
+    results[static_cast<size_t>(r)] = y[999];
+  });
+  std::string err = ::testing::internal::GetCapturedStderr();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    EXPECT_EQ(results[static_cast<size_t>(r)], 3.0f) << "rank " << r;
+  }
+  EXPECT_NE(err.find("stall: allreduce #1"), std::string::npos) << err;
+  EXPECT_NE(err.find("Holding it back: rank 1 ("), std::string::npos) << err;
+  EXPECT_EQ(err.find("Holding it back: rank 0"), std::string::npos) << err;
+  EXPECT_EQ(err.find("Holding it back: rank 2"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace pytfcomm

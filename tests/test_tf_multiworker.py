@@ -46,6 +46,15 @@ def test_multiworker_strategy_matches_single_process(ranks, workers, ndev):
         assert o["nested"] == [2.0, [4.0]]
 
 
+def test_multiworker_strategy_without_tf_config(ranks):
+    """Launched without TF_CONFIG (as under srun or mpirun): TF's cluster comes from pytfcomm."""
+    outs = ranks(2, "multiworker_workers:mwms", 1, None, timeout=240)
+    ref = outs[0]["reference"]
+    for key in ("fit", "loop"):
+        _close_to_reference(_same_everywhere(outs, key), ref, key)
+    assert all(o["fit_cross_worker_ops"] > 0 for o in outs)
+
+
 def test_multiworker_strategy_tf_keras_fit(ranks):
     pytest.importorskip("tf_keras")
     outs = ranks(2, "multiworker_workers:mwms", 1, [free_port(), free_port()], True,

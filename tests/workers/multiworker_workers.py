@@ -75,8 +75,16 @@ def _set_tf_config(rank: int, tf_ports: list[int], addr: str) -> None:
 
 def mwms(rank: int, size: int, addr: str, ndev: int, tf_ports: list[int],
          legacy: bool = False) -> dict:
-    """pytfcomm.MultiWorkerMirroredStrategy: Keras fit, then a custom training loop."""
-    _set_tf_config(rank, tf_ports, addr)
+    """pytfcomm.MultiWorkerMirroredStrategy: Keras fit, then a custom training loop.
+
+    ``tf_ports=None``: no TF_CONFIG at all, only PYTFCOMM_RANK/SIZE/ADDR (what srun or
+    mpirun amount to); the strategy builds TF's cluster through pytfcomm.
+    """
+    if tf_ports is None:
+        os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size), PYTFCOMM_ADDR=addr)
+        os.environ.pop("TF_CONFIG", None)
+    else:
+        _set_tf_config(rank, tf_ports, addr)
     tf = _tf(ndev)
     k = _keras(legacy)
     import pytfcomm

@@ -26,8 +26,8 @@ struct Params {
   int64_t fusion_bytes;         // PYTFCOMM_FUSION_BYTES: largest fusion buffer
   int64_t fusion_direct_bytes;  // PYTFCOMM_FUSION_DIRECT_BYTES: from here, no packing; 0: off
   double fusion_cycle_ms;       // PYTFCOMM_FUSION_CYCLE_MS: how long async requests gather
-  std::string timeline;       // PYTFCOMM_TIMELINE: Chrome-trace file per rank ("": off)
-  double stall_warning_s;     // PYTFCOMM_STALL_WARNING: warn after this long stalled (0: off)
+  std::string timeline;         // PYTFCOMM_TIMELINE: Chrome-trace file per rank ("": off)
+  double stall_warning_s;       // PYTFCOMM_STALL_WARNING: warn after this long stalled (0: off)
 };
 
 // Parsed on first use; a malformed value throws a kConfig error naming it.

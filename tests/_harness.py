@@ -100,6 +100,23 @@ def kill_all(procs: list[subprocess.Popen]) -> None:
             pass
 
 
+def collect_survivors(
+    procs: list[subprocess.Popen], results: list[Path], workdir: Path, skip: int,
+    timeout: float = 60,
+) -> dict[int, tuple[bool, Any]]:
+    """Wait for every rank but ``skip`` (a stopped or dying one), kill all, load results."""
+    try:
+        for r, p in enumerate(procs):
+            if r != skip:
+                try:
+                    p.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    break
+    finally:
+        kill_all(procs)
+    return collect(procs, results, workdir, 1)
+
+
 def collect(
     procs: list[subprocess.Popen], results: list[Path], workdir: Path, timeout: float
 ) -> dict[int, tuple[bool, Any]]:

@@ -7,13 +7,12 @@ reported in docs/reliability.md.
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _harness import collect, kill_all, run_ranks, start_ranks
+from _harness import collect_survivors, run_ranks, start_ranks
 from fault_workers import VICTIM
 
 HANG_TIMEOUT = 2.0  # the survivors' collective deadline in the hang case
@@ -33,16 +32,7 @@ def _run_until_survivors_finish(n: int, kind: str, timeout: float) -> list[tuple
     with tempfile.TemporaryDirectory(prefix="pytfcomm-fault-") as tmp:
         workdir = Path(tmp)
         procs, results, _ = start_ranks(n, "fault_workers:fault", kind, timeout, workdir=workdir)
-        try:
-            for r, p in enumerate(procs):
-                if r != VICTIM:
-                    try:
-                        p.wait(timeout=60)
-                    except subprocess.TimeoutExpired:
-                        break
-        finally:
-            kill_all(procs)
-        outcomes = collect(procs, results, workdir, 1)
+        outcomes = collect_survivors(procs, results, workdir, VICTIM)
     return [outcomes[r] for r in range(n)]
 
 

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from _harness import collect, kill_all, start_ranks
+from _harness import collect, collect_survivors, start_ranks
 
 LATE = 1
 STALL = 1.0  # seconds before the first warning
@@ -91,16 +91,7 @@ def test_a_stopped_rank_is_named_before_the_timeout() -> None:
         procs, results, _ = start_ranks(
             3, "observe_workers:stopped_rank", LATE, 1.0, 4.0, workdir=workdir
         )
-        try:
-            for r, p in enumerate(procs):
-                if r != LATE:
-                    try:
-                        p.wait(timeout=60)
-                    except subprocess.TimeoutExpired:
-                        break
-        finally:
-            kill_all(procs)
-        outcomes = collect(procs, results, workdir, 1)
+        outcomes = collect_survivors(procs, results, workdir, LATE)
         logs = [(workdir / f"rank{r}.log").read_text(errors="replace") for r in range(3)]
     for r in (0, 2):
         ok, res = outcomes[r]

@@ -176,3 +176,17 @@ def run_ranks(
         text = "\n".join(f"--- rank {r}:\n{o[1]}" for r, o in sorted(bad.items()))
         raise RankFailure(f"{len(bad)} of {n} ranks failed in {target}:\n{text}", outcomes)
     return [outcomes[r][1] for r in range(n)]
+
+
+def check_matrix(results: list[dict]) -> None:
+    """No rank reported a failure, and every rank holds the same result bytes.
+
+    ``results`` are per-rank dicts with ``failures`` (list of text) and
+    ``digests`` (case -> digest), as the matrix workers return them.
+    """
+    for r, res in enumerate(results):
+        assert not res["failures"], f"rank {r}: " + "\n".join(res["failures"][:20])
+    first = results[0]["digests"]
+    for r, res in enumerate(results[1:], start=1):
+        differ = [k for k in first if res["digests"][k] != first[k]]
+        assert not differ, f"rank {r} result bytes differ from rank 0 in {differ[:10]}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from _harness import run_ranks
+from _harness import check_matrix, run_ranks
 
 SIZES = [0, 1, 2, 3, 5, 1000, 40_001, 300_001]
 
@@ -15,13 +15,6 @@ def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return request.param
 
 
-def _check(results: list[dict]) -> None:
-    for r, res in enumerate(results):
-        assert not res["failures"], f"rank {r}: " + "\n".join(res["failures"][:20])
-    first = results[0]["digests"]
-    for r, res in enumerate(results[1:], start=1):
-        differ = [k for k in first if res["digests"][k] != first[k]]
-        assert not differ, f"rank {r} result bytes differ from rank 0 in {differ[:10]}"
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
@@ -34,7 +27,7 @@ def test_allreduce_every_dtype_op_size(n: int) -> None:
         False,
         timeout=240,
     )
-    _check(results)
+    check_matrix(results)
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -49,22 +42,22 @@ def test_allreduce_in_place_small_segments(n: int) -> None:
         env={"PYTFCOMM_SEGMENT_BYTES": "4096"},
         timeout=240,
     )
-    _check(results)
+    check_matrix(results)
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_random_floats_bitwise_identical_across_ranks(n: int) -> None:
-    _check(run_ranks(n, "core_workers:random_floats_identical", 100_003))
+    check_matrix(run_ranks(n, "core_workers:random_floats_identical", 100_003))
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 def test_broadcast_allgather_reduce_scatter_barrier(n: int) -> None:
-    _check(run_ranks(n, "core_workers:other_collectives", [0, 1, 3, 70_001], timeout=240))
+    check_matrix(run_ranks(n, "core_workers:other_collectives", [0, 1, 3, 70_001], timeout=240))
 
 
 def test_large_pipelined_broadcast() -> None:
     # Above PYTFCOMM_SMALL_BYTES with 3 ranks: the pipelined chain.
-    _check(
+    check_matrix(
         run_ranks(
             3,
             "core_workers:other_collectives",

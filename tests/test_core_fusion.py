@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _harness import run_ranks
+from _harness import check_matrix, run_ranks
 
 import pytfcomm
 
@@ -20,28 +20,21 @@ def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return request.param
 
 
-def _check(results: list[dict]) -> None:
-    for r, res in enumerate(results):
-        assert not res["failures"], f"rank {r}: " + "\n".join(res["failures"][:20])
-    first = results[0]["digests"]
-    for r, res in enumerate(results[1:], start=1):
-        differ = [k for k in first if res["digests"][k] != first[k]]
-        assert not differ, f"rank {r} result bytes differ from rank 0 in {differ[:10]}"
 
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_many_every_op_dtype_threshold(n: int) -> None:
-    _check(run_ranks(n, "fusion_workers:many_matrix", THRESHOLDS, False, timeout=240))
+    check_matrix(run_ranks(n, "fusion_workers:many_matrix", THRESHOLDS, False, timeout=240))
 
 
 def test_many_in_place() -> None:
-    _check(run_ranks(2, "fusion_workers:many_matrix", [None, 64], True))
+    check_matrix(run_ranks(2, "fusion_workers:many_matrix", [None, 64], True))
 
 
 def test_many_direct_path() -> None:
     # Every tensor of 1 KiB or more skips the fusion buffer.
     env = {"PYTFCOMM_FUSION_DIRECT_BYTES": "1024"}
-    _check(run_ranks(2, "fusion_workers:many_matrix", [None], False, env=env))
+    check_matrix(run_ranks(2, "fusion_workers:many_matrix", [None], False, env=env))
 
 
 @pytest.mark.parametrize("fusion_bytes", [1 << 20, 512, 4])
@@ -63,7 +56,7 @@ def test_mismatched_lists_fail_on_every_rank(kind: str) -> None:
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_async_results(n: int) -> None:
-    _check(run_ranks(n, "fusion_workers:async_many", 6))
+    check_matrix(run_ranks(n, "fusion_workers:async_many", 6))
 
 
 def test_async_mismatch_fails_on_every_rank() -> None:

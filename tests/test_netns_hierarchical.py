@@ -16,7 +16,7 @@ import subprocess
 import uuid
 
 import pytest
-from _harness import free_port
+from _harness import check_matrix, free_port
 
 SUBNET = "10.231.0"
 
@@ -75,6 +75,4 @@ def test_hierarchical_across_two_simulated_hosts(ranks, two_hosts):
         assert o["topology"]["local_size"] == 2
         assert o["topology"]["local_rank"] == r % 2
         assert o["topology"]["explicit"] == "hierarchical"
-        assert not o["failures"], o["failures"][:5]
-    digests = [o["digests"] for o in outs]
-    assert all(d == digests[0] for d in digests), "ranks hold different results"
+    check_matrix(outs)

@@ -22,6 +22,7 @@ target_sources(pytfcomm_core PRIVATE
 set(PYTFCOMM_TF_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/ops.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/tf_common.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/output_buffer.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/allreduce_kernel.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/gather_kernels.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/c_api.cc

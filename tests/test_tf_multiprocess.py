@@ -13,6 +13,17 @@ def test_two_processes_two_devices_each(ranks):
         assert r["counters"]["cross_worker_ops"] >= 6
 
 
+def test_large_outputs_reuse_cached_buffers_without_aliasing(ranks):
+    out = ranks(2, "tf_workers:cached_outputs", timeout=240)
+    for r in out:
+        before, after = r["before"], r["after"]
+        # Six held outputs each needed a buffer of their own ...
+        assert before["output_cache_misses"] >= 6, before
+        # ... and once released, the next steps reused them instead of mapping new memory.
+        assert after["output_cache_hits"] - before["output_cache_hits"] >= 4, (before, after)
+        assert after["output_cache_misses"] <= before["output_cache_misses"] + 2, (before, after)
+
+
 def test_tf_keras_fit_with_one_inter_op_thread(ranks):
     pytest.importorskip("tf_keras")
     (out,) = ranks(1, "tf_workers:legacy_keras_fit", timeout=240,

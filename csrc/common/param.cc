@@ -73,6 +73,10 @@ Params load() {
   // Well below PYTFCOMM_TIMEOUT: a warning that names the late rank while
   // there is still time to look at it (docs/reliability.md).
   p.stall_warning_s = env_double("PYTFCOMM_STALL_WARNING", 60.0, 0.0, 1e7, "seconds (0 = off)");
+  // Enough for the gradients of a ResNet-50-sized model several times over; a
+  // step reuses the previous step's buffers (engine/buffer_cache.h).
+  p.tf_buffer_cache_bytes =
+      env_int("PYTFCOMM_TF_BUFFER_CACHE", 1LL << 30, 0, 1LL << 50, "bytes (0 = off)");
   return p;
 }
 
@@ -114,6 +118,7 @@ std::vector<std::pair<std::string, std::string>> describe_params() {
       {"PYTFCOMM_FUSION_CYCLE_MS", str_cat(p.fusion_cycle_ms, " ms")},
       {"PYTFCOMM_TIMELINE", p.timeline.empty() ? "off" : p.timeline},
       {"PYTFCOMM_STALL_WARNING", p.stall_warning_s > 0 ? str_cat(p.stall_warning_s, " s") : "off"},
+      {"PYTFCOMM_TF_BUFFER_CACHE", str_cat(p.tf_buffer_cache_bytes)},
   };
 }
 

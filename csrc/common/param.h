@@ -23,11 +23,12 @@ struct Params {
   int64_t shm_by_ref_bytes;   // PYTFCOMM_SHM_BYREF_BYTES: single-copy (CMA) from here; 0: off
 
   // Tensor fusion (engine/fusion.h)
-  int64_t fusion_bytes;         // PYTFCOMM_FUSION_BYTES: largest fusion buffer
-  int64_t fusion_direct_bytes;  // PYTFCOMM_FUSION_DIRECT_BYTES: from here, no packing; 0: off
-  double fusion_cycle_ms;       // PYTFCOMM_FUSION_CYCLE_MS: how long async requests gather
-  std::string timeline;         // PYTFCOMM_TIMELINE: Chrome-trace file per rank ("": off)
-  double stall_warning_s;       // PYTFCOMM_STALL_WARNING: warn after this long stalled (0: off)
+  int64_t fusion_bytes;           // PYTFCOMM_FUSION_BYTES: largest fusion buffer
+  int64_t fusion_direct_bytes;    // PYTFCOMM_FUSION_DIRECT_BYTES: from here, no packing; 0: off
+  double fusion_cycle_ms;         // PYTFCOMM_FUSION_CYCLE_MS: how long async requests gather
+  std::string timeline;           // PYTFCOMM_TIMELINE: Chrome-trace file per rank ("": off)
+  double stall_warning_s;         // PYTFCOMM_STALL_WARNING: warn after this long stalled (0: off)
+  int64_t tf_buffer_cache_bytes;  // PYTFCOMM_TF_BUFFER_CACHE: idle TF output buffers kept
 };
 
 // Parsed on first use; a malformed value throws a kConfig error naming it.

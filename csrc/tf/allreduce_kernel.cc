@@ -20,6 +20,7 @@
 #include "engine/timeline.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "tf/output_buffer.h"
 #include "tf/tf_common.h"
 
 namespace pytfcomm {
@@ -125,7 +126,8 @@ class AllReduceOp : public AsyncOpKernel {
     count(CounterKind::kFusedPacks, static_cast<int64_t>(packs.size()));
     for (Pack& p : packs) {
       OP_REQUIRES_OK_ASYNC(
-          ctx, ctx->allocate_temp(tensorflow::DT_INT8, TensorShape({p.bytes}), &p.buffer), done);
+          ctx, AllocateOutputBuffer(ctx, tensorflow::DT_INT8, TensorShape({p.bytes}), &p.buffer),
+          done);
     }
     std::vector<ReduceSpan> spans;
     for (Pack& p : packs) {

@@ -10,6 +10,7 @@
 #include "engine/local_reduce.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "tf/output_buffer.h"
 #include "tf/tf_common.h"
 
 namespace pytfcomm {
@@ -49,7 +50,7 @@ class BroadcastOp : public AsyncOpKernel {
                                    " is not below size " + std::to_string(comm->size())),
         done);
     Tensor out;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_temp(in.dtype(), in.shape(), &out), done);
+    OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, in.dtype(), in.shape(), &out), done);
     // Inputs are immutable: the root sends from a copy that becomes its output.
     if (comm->rank() == root_) std::memcpy(out.data(), in.data(), in.TotalBytes());
     for (int i = 0; i < num_devices_; ++i) ctx->set_output(i, out);
@@ -125,7 +126,7 @@ class AllGatherOp : public AsyncOpKernel {
     TensorShape global_shape = row;
     global_shape.InsertDim(0, rows * comm->size());
     Tensor global;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_temp(t0.dtype(), global_shape, &global), done);
+    OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, t0.dtype(), global_shape, &global), done);
     for (int i = 0; i < n; ++i) ctx->set_output(i, global);
     RunCrossWorker(comm_handle_, ctx, std::move(done), "cross-worker all-gather",
                    [this, comm, local, global, dt] {

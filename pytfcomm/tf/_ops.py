@@ -26,7 +26,8 @@ PACKAGE = Path(__file__).resolve().parent.parent
 PREBUILT = PACKAGE / "_tf_ops.so"
 
 COUNTERS = ("allreduce_ops", "broadcast_ops", "allgather_ops", "reduced_bytes",
-            "cross_worker_ops", "fused_packs")
+            "cross_worker_ops", "fused_packs", "output_cache_hits", "output_cache_misses",
+            "output_cache_idle_bytes")
 
 
 class TFVersionMismatchError(ConfigError, ImportError):

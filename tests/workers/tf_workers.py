@@ -45,6 +45,39 @@ def cross_worker(rank: int, size: int, addr: str) -> dict:
     return out
 
 
+def cached_outputs(rank: int, size: int, addr: str) -> dict:
+    """Large outputs come from the reuse cache: results held across steps stay intact."""
+    import tensorflow as tf
+
+    import pytfcomm
+    import pytfcomm.tf as ptf
+
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr)
+    ptf.set_default_communicator(comm)
+    n = 1 << 20  # 4 MiB of float32: above the cache's threshold
+    step = tf.function(lambda x: ptf.allreduce(x, op="sum"))
+    held = []
+    for k in range(6):  # every output kept alive: the cache must not hand its buffer out again
+        held.append(step(tf.fill([n], float(10 * k + rank + 1))))
+    for k, y in enumerate(held):
+        want = sum(10 * k + r + 1 for r in range(size))
+        got = y.numpy()
+        assert got[0] == want and got[-1] == want and np.all(got == want), (k, got[:3], want)
+    before = ptf.counters()
+    del held, y, got
+    for k in range(4):  # released buffers come back for the same shapes
+        y = step(tf.fill([n], float(k + rank)))
+        assert np.all(y.numpy() == sum(k + r for r in range(size)))
+        del y
+    b = ptf.broadcast(tf.fill([n], float(rank + 3)), root=0)
+    g = ptf.allgather(tf.fill([n // size, 1], float(rank)))
+    assert np.all(b.numpy() == 3.0)
+    assert g.shape == (n // size * size, 1) and np.all(g.numpy()[-1] == size - 1)
+    after = ptf.counters()
+    comm.close()
+    return {"before": before, "after": after}
+
+
 def legacy_keras_fit(rank: int, size: int, addr: str) -> dict:
     """tf-keras (TF_USE_LEGACY_KERAS=1) fit with RingAllReduce, inter-op threads = 1."""
     assert os.environ.get("TF_USE_LEGACY_KERAS") == "1"

@@ -19,7 +19,7 @@ _BY_NAME = {
     "bool": 8,
 }
 OPS = {"sum": 0, "mean": 1, "min": 2, "max": 3, "prod": 4}
-ALGORITHMS = {"auto": 0, "ring": 1, "hierarchical": 2, "recursive_doubling": 3}
+ALGORITHMS = {"auto": 0, "ring": 1, "hierarchical": 2, "recursive_doubling": 3, "oneshot": 4}
 
 SUPPORTED_DTYPES = tuple(_BY_NAME)
 

@@ -143,7 +143,8 @@ class Communicator:
         ``op`` is ``"sum"``, ``"mean"`` (integers truncate toward zero),
         ``"min"``, ``"max"`` or ``"prod"``. ``out`` receives the result without
         allocating (``out=x`` works in place). ``algorithm`` is ``"auto"``,
-        ``"ring"``, ``"hierarchical"`` or ``"recursive_doubling"``. Every rank
+        ``"ring"``, ``"hierarchical"``, ``"recursive_doubling"`` or ``"oneshot"``
+        (jobs on one host, up to PYTFCOMM_ONESHOT_BYTES). Every rank
         gets bitwise-identical results. DLPack tensors (CuPy, PyTorch) work too:
         CUDA ones through NCCL or staging (docs/gpu.md).
         """

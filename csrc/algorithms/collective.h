@@ -34,6 +34,7 @@ enum class Phase : uint8_t {
   kTree = 7,
   kChain = 8,
   kDissemination = 9,
+  kOneShot = 10,
 };
 
 // An ordered subset of the communicator's ranks; algorithms address peers

@@ -61,6 +61,9 @@ Params load() {
   // Off by default: on the VMs measured, pinning and walking the peer's pages cost as
   // much as the second copy it saves (PYTFCOMM_SHM_BYREF_BYTES=65536 to try it).
   p.shm_by_ref_bytes = env_int("PYTFCOMM_SHM_BYREF_BYTES", 0, 0, 1LL << 40, "bytes");
+  // Jobs on one host: all-reduces up to this size publish their input once in
+  // shared memory and every rank reduces all inputs itself (no messages).
+  p.oneshot_bytes = env_int("PYTFCOMM_ONESHOT_BYTES", 64 << 10, 0, 1 << 20, "bytes (0 = off)");
   // Tensor fusion (engine/fusion.h), defaults measured with benchmarks/fusion.py (N=2,
   // 200 tensors 4 KiB..1 MiB): 4 MiB buffers stay in cache between packing, reducing and
   // unpacking (1.6x the single array's time vs 2.0x with 64 MiB buffers); from 64 KiB a
@@ -113,6 +116,7 @@ std::vector<std::pair<std::string, std::string>> describe_params() {
       {"PYTFCOMM_TRANSPORT", p.transport},
       {"PYTFCOMM_SHM_RING_BYTES", str_cat(p.shm_ring_bytes)},
       {"PYTFCOMM_SHM_BYREF_BYTES", str_cat(p.shm_by_ref_bytes)},
+      {"PYTFCOMM_ONESHOT_BYTES", str_cat(p.oneshot_bytes)},
       {"PYTFCOMM_FUSION_BYTES", str_cat(p.fusion_bytes)},
       {"PYTFCOMM_FUSION_DIRECT_BYTES", str_cat(p.fusion_direct_bytes)},
       {"PYTFCOMM_FUSION_CYCLE_MS", str_cat(p.fusion_cycle_ms, " ms")},

@@ -40,6 +40,8 @@ const char* algorithm_name(Algorithm a) {
       return "hierarchical";
     case Algorithm::kRecursiveDoubling:
       return "recursive_doubling";
+    case Algorithm::kOneShot:
+      return "oneshot";
   }
   return "?";
 }
@@ -104,7 +106,8 @@ Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) 
   shm::Mode mode = shm::parse_mode(o.transport.empty() ? p.transport : o.transport);
   shm::LocalLinks links = shm::connect_local_peers(
       rank_, boot, mode, static_cast<size_t>(p.shm_ring_bytes),
-      static_cast<size_t>(p.shm_by_ref_bytes), deadline_after(b.connect_timeout_s));
+      static_cast<size_t>(p.shm_by_ref_bytes), static_cast<size_t>(p.oneshot_bytes),
+      deadline_after(b.connect_timeout_s));
   // Waking a sleeping rank (futex, then an IPI to an idle vCPU) costs tens of
   // microseconds, far more than a shared-memory hop: poll longer before that.
   if (p.spin_us < 0 && links.own) spin = std::max(spin, kShmSpinUs);
@@ -118,6 +121,24 @@ Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) 
   auto pt = std::make_unique<tcp::PairTransport>(rank_, std::move(boot), std::move(links), spin,
                                                  yield_cpu);
   int shm_peers = pt->shm_peers();
+  if (num_hosts_ == 1 && size_ > 1) {
+    // One-shot all-reduces need every rank to share memory with every other;
+    // a rank that fell back to TCP for some peer must switch it off for all.
+    int64_t cap = static_cast<int64_t>(pt->local_oneshot_capacity());
+    transport::MessageMeta meta;
+    meta.seq = UINT32_MAX;  // outside the collectives' numbering
+    meta.kind = static_cast<uint8_t>(CollectiveKind::kAllreduce);
+    meta.dtype = static_cast<uint8_t>(DType::kInt64);
+    meta.op = static_cast<uint8_t>(ReduceOp::kMin);
+    meta.count = 1;
+    pt->set_context("setup (agreeing on the one-shot exchange)");
+    pt->set_deadline(deadline_after(b.connect_timeout_s));
+    algorithms::Context ctx{*pt, meta, workspace_, static_cast<size_t>(p.segment_bytes), nullptr};
+    algorithms::recursive_doubling_allreduce(ctx, world_, algorithms::Phase::kRecursiveDoubling,
+                                             &cap, &cap, 1, DType::kInt64, ReduceOp::kMin, 1);
+    pt->set_oneshot_capacity(static_cast<size_t>(cap));
+    oneshot_capacity_ = static_cast<size_t>(cap);
+  }
   transport_ = std::move(pt);
   double stall = o.stall_warning_s >= 0 ? o.stall_warning_s : p.stall_warning_s;
   inspector_ = std::make_unique<StallInspector>(rank_, size_, stall);
@@ -214,6 +235,7 @@ void Communicator::run(CollectiveKind kind, const char* name, DType dtype, Reduc
 }
 
 Algorithm Communicator::choose_allreduce(size_t bytes) const {
+  if (oneshot_capacity_ > 0 && bytes <= oneshot_capacity_) return Algorithm::kOneShot;
   if (bytes <= static_cast<size_t>(params().small_bytes)) return Algorithm::kRecursiveDoubling;
   if (num_hosts_ > 1 && uniform_hosts_ && local_.size() > 1) return Algorithm::kHierarchical;
   return Algorithm::kRing;
@@ -230,6 +252,12 @@ void Communicator::allreduce(const void* in, void* out, size_t count, DType dtyp
               "hierarchical all-reduce needs the same number of ranks on every "
               "host; this job has uneven hosts: use algorithm='ring' or 'auto'");
   }
+  if (a == Algorithm::kOneShot && (oneshot_capacity_ == 0 || bytes > oneshot_capacity_)) {
+    PTC_THROW(kInvalidArgument, "the one-shot all-reduce takes at most ", oneshot_capacity_,
+              " bytes in this job, got ", bytes,
+              oneshot_capacity_ == 0 ? " (it needs every rank on one host, sharing memory)" : "",
+              "; use algorithm='auto' (PYTFCOMM_ONESHOT_BYTES sets the limit)");
+  }
   last_algorithm_ = a;
   PTC_LOG(kDebug, "allreduce of ", bytes, " bytes: ", algorithm_name(a),
           algorithm == Algorithm::kAuto ? " (picked by auto)" : " (asked for)");
@@ -237,6 +265,9 @@ void Communicator::allreduce(const void* in, void* out, size_t count, DType dtyp
       [&](const algorithms::Context& c) {
         if (timeline_) timeline_->note_algorithm(algorithm_name(a), algorithm_name(algorithm));
         switch (a) {
+          case Algorithm::kOneShot:
+            algorithms::oneshot_allreduce(c, world_, in, out, count, dtype, op, size_);
+            break;
           case Algorithm::kRecursiveDoubling:
             algorithms::recursive_doubling_allreduce(
                 c, world_, algorithms::Phase::kRecursiveDoubling, in, out, count, dtype, op, size_);

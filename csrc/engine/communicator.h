@@ -21,7 +21,13 @@ namespace pytfcomm {
 class Fusion;  // engine/fusion.h
 class Timeline;
 
-enum class Algorithm { kAuto = 0, kRing = 1, kHierarchical = 2, kRecursiveDoubling = 3 };
+enum class Algorithm {
+  kAuto = 0,
+  kRing = 1,
+  kHierarchical = 2,
+  kRecursiveDoubling = 3,
+  kOneShot = 4,
+};
 const char* algorithm_name(Algorithm a);
 
 struct CommOptions {
@@ -105,6 +111,7 @@ class Communicator {
   bool closed_ = false;
   std::string failure_;  // why the communicator was closed by an error
   Algorithm last_algorithm_ = Algorithm::kAuto;
+  size_t oneshot_capacity_ = 0;  // agreed by all ranks at setup (0: no one-shot)
   // Observability (docs/timeline.md, docs/reliability.md); both live until
   // the destructor so run() may test timeline_ before taking mu_.
   std::unique_ptr<StallInspector> inspector_;

@@ -125,6 +125,15 @@ class TracedTransport : public transport::Transport {
     return t_.send_status(peer, meta, flags);
   }
   std::vector<int> pending_peers() const override { return t_.pending_peers(); }
+  size_t oneshot_capacity() const override { return t_.oneshot_capacity(); }
+  std::vector<const void*> oneshot_exchange(const void* data, size_t nbytes,
+                                            const transport::MessageMeta& meta) override {
+    int64_t t0 = Timeline::now_ns();
+    auto out = t_.oneshot_exchange(data, nbytes, meta);
+    int64_t t1 = Timeline::now_ns();
+    if (t1 - t0 >= kMinWaitNs) tl_.add_wait("wait_oneshot", -1, nbytes, t0, t1);
+    return out;
+  }
   void forget() {
     posts_.clear();  // keeps its capacity: no allocation per collective
     head_ = 0;

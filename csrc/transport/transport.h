@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/error.h"
 
 namespace pytfcomm::transport {
 
@@ -99,6 +100,23 @@ class Transport {
   }
   // Peers with operations still pending (what a wait is waiting for).
   virtual std::vector<int> pending_peers() const { return {}; }
+
+  // One-shot exchange for small collectives among ranks that all share
+  // memory: each rank publishes its input where every other rank reads it
+  // in place, so a whole all-reduce is one write, one wait and one local
+  // reduce. Largest exchange in bytes; 0 where it is not available.
+  virtual size_t oneshot_capacity() const { return 0; }
+  // Publishes `nbytes` (<= oneshot_capacity()) of `data` under `meta`, waits
+  // until every rank published this exchange, and returns each rank's bytes
+  // (index = rank; this rank's own copy too), readable until this rank's
+  // next exchange. Every rank must call it for the same collectives in the
+  // same order. Throws kMismatch when a rank published other metadata or
+  // size, or sent a frame meanwhile (it runs another collective), and the
+  // errors of wait() otherwise.
+  virtual std::vector<const void*> oneshot_exchange(const void* data, size_t nbytes,
+                                                    const MessageMeta& meta) {
+    PTC_THROW(kInternal, "this transport has no one-shot exchange");
+  }
 };
 
 }  // namespace pytfcomm::transport

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/dtype.h"
 #include "common/error.h"
 
 namespace pytfcomm::wire {
@@ -124,6 +125,14 @@ bool verify_mac(const std::string& secret, Role role, const Hello& hello,
                 const Challenge& challenge, const uint8_t* mac) {
   Digest want = handshake_mac(secret, role, hello, challenge);
   return constant_time_equal(want.data(), mac, want.size());
+}
+
+std::string describe_meta(const transport::MessageMeta& m, uint64_t nbytes) {
+  return str_cat("collective #", m.seq, " kind ", int(m.kind), " phase ", int(m.phase), " dtype ",
+                 valid_dtype(m.dtype) ? dtype_name(static_cast<DType>(m.dtype)) : "?", " op ",
+                 valid_op(m.op) ? op_name(static_cast<ReduceOp>(m.op)) : "?", " root ", m.root,
+                 " count ", m.count, " shape tag ", m.shape_tag, " (", nbytes,
+                 " bytes in this message)");
 }
 
 }  // namespace pytfcomm::wire

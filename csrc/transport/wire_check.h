@@ -39,6 +39,9 @@ enum class FrameVerdict {
 FrameVerdict check_frame(const FrameHeader& got, const transport::MessageMeta& want,
                          uint64_t want_nbytes, uint64_t max_message);
 
+// "collective #12 kind 1 phase 2 dtype float32 ...", for error messages.
+std::string describe_meta(const transport::MessageMeta& m, uint64_t nbytes);
+
 // The handshake MACs (docs/security.md): HMAC-SHA256(secret, label | hello |
 // challenge). Each side's label differs, so one side's MAC
 // can never be replayed as the other's; both nonces are in the transcript,

@@ -72,7 +72,7 @@ std::string validate(const Offer& o) {
   }
   if (!power_of_two(o.ring_bytes) || o.ring_bytes < 4096 || o.ring_bytes > kMaxRingBytes ||
       o.ring_index >= 4096 || ring_offset(o.ring_index + 1, o.ring_bytes) > o.segment_bytes ||
-      o.segment_bytes > segment_bytes(4096, kMaxRingBytes)) {
+      o.segment_bytes > segment_bytes(4096, kMaxRingBytes, kMaxOneShotBytes)) {
     return "impossible segment geometry";
   }
   return "";
@@ -89,7 +89,8 @@ std::shared_ptr<Mapping> open_peer(const Offer& o, std::string* why) {
   if (!m) return nullptr;
   const SegmentHeader* h = m->header();
   if (h->ring_bytes != o.ring_bytes || o.ring_index >= h->num_rings ||
-      segment_bytes(h->num_rings, h->ring_bytes) != o.segment_bytes) {
+      h->oneshot_bytes > kMaxOneShotBytes ||
+      segment_bytes(h->num_rings, h->ring_bytes, h->oneshot_bytes) != o.segment_bytes) {
     *why = "its segment does not match its offer";
     return nullptr;
   }
@@ -112,10 +113,11 @@ Mode parse_mode(const std::string& text) {
 const char* mode_name(Mode m) { return m == Mode::kTcp ? "tcp" : m == Mode::kShm ? "shm" : "auto"; }
 
 LocalLinks connect_local_peers(int rank, tcp::BootstrapResult& boot, Mode mode, size_t ring_bytes,
-                               size_t by_ref_bytes, TimePoint deadline) {
+                               size_t by_ref_bytes, size_t oneshot_bytes, TimePoint deadline) {
   const int n = static_cast<int>(boot.peers.size());
   LocalLinks links;
   links.streams.resize(static_cast<size_t>(n));
+  links.segments.resize(static_cast<size_t>(n));
   const std::string& my_host = boot.peers[static_cast<size_t>(rank)].host_id;
   std::vector<int> local;
   for (int r = 0; r < n; ++r) {
@@ -132,7 +134,9 @@ LocalLinks connect_local_peers(int rank, tcp::BootstrapResult& boot, Mode mode, 
   PTC_ENFORCE(power_of_two(ring_bytes) && ring_bytes <= kMaxRingBytes, "bad ring size ",
               ring_bytes);
   std::unique_ptr<OwnedSegment> own;
-  if (mode != Mode::kTcp) own = std::make_unique<OwnedSegment>(local.size(), ring_bytes);
+  if (mode != Mode::kTcp) {
+    own = std::make_unique<OwnedSegment>(local.size(), ring_bytes, oneshot_bytes);
+  }
   auto what = [&](int r) { return str_cat("rank ", r, " (setting up shared memory)"); };
   auto fd_of = [&](int r) { return boot.fds[static_cast<size_t>(r)].get(); };
   // Lives until every peer has acknowledged (they read it during setup).
@@ -212,10 +216,14 @@ LocalLinks connect_local_peers(int rank, tcp::BootstrapResult& boot, Mode mode, 
     ref.send_from = peer_reads[i] ? by_ref_bytes : 0;
     links.streams[static_cast<size_t>(r)] = std::make_unique<ShmStream>(
         std::move(in), std::move(out), bell, std::move(boot.fds[static_cast<size_t>(r)]), ref);
+    links.segments[static_cast<size_t>(r)] = theirs[i];
   }
   bool any = std::any_of(links.streams.begin(), links.streams.end(),
                          [](const auto& st) { return st != nullptr; });
-  if (own && any) links.own = own->mapping();
+  if (own && any) {
+    links.own = own->mapping();
+    links.segments[static_cast<size_t>(rank)] = links.own;
+  }
   return links;
 }
 

@@ -31,14 +31,18 @@ struct LocalLinks {
   // streams[r]: the shared-memory stream to rank r, or null (TCP, or self).
   // A rank with a stream gave its TCP connection to it (liveness only).
   std::vector<std::unique_ptr<ShmStream>> streams;
+  // segments[r]: rank r's segment as mapped here (this rank's own at
+  // index rank), wherever a stream exists; for the one-shot areas.
+  std::vector<std::shared_ptr<Mapping>> segments;
 };
 
 // Exchanges offers with every rank of equal host_id (whatever the mode, so
 // that ranks configured differently still agree per pair). kShm throws
 // kConfig when any peer is remote or any local peer cannot share memory.
 // Payloads of by_ref_bytes or more go by reference where the receiver can
-// read the sender's memory (0: never).
+// read the sender's memory (0: never). oneshot_bytes sizes this rank's
+// one-shot area (0: none).
 LocalLinks connect_local_peers(int rank, tcp::BootstrapResult& boot, Mode mode, size_t ring_bytes,
-                               size_t by_ref_bytes, TimePoint deadline);
+                               size_t by_ref_bytes, size_t oneshot_bytes, TimePoint deadline);
 
 }  // namespace pytfcomm::shm

@@ -1,6 +1,8 @@
 // Layout of a rank's shared-memory segment: a header with the rank's
 // doorbell (a futex word), then one single-producer/single-consumer byte
-// ring per local peer, carrying everything that peer sends to this rank.
+// ring per local peer, carrying everything that peer sends to this rank,
+// then (when oneshot_bytes > 0) the rank's one-shot area: two buffers this
+// rank publishes small collective inputs in, for every local peer to read.
 // The receiving rank creates the segment; senders map it too.
 #pragma once
 
@@ -21,7 +23,7 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free, "doorbells need lock-f
 struct SegmentHeader {
   uint64_t magic;
   uint32_t num_rings;
-  uint32_t reserved;
+  uint32_t oneshot_bytes;  // capacity of each one-shot buffer (0: no one-shot area)
   uint64_t ring_bytes;
   // Bumped by anyone who gave the owner something to do (data in, space out)
   // while it said it was sleeping; the owner FUTEX_WAITs on it.
@@ -49,11 +51,32 @@ constexpr size_t kTagBytes = 8;
 inline uint64_t pad8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
 static_assert(sizeof(RingCtl) <= kRingCtlBytes, "ring control too large");
 
+// The one-shot area's control block. Only the owner writes it: the buffer
+// (seq & 1), then the slot's metadata, then `published` = seq (release).
+// Readers of exchange seq wait for published >= seq (acquire). Two buffers
+// suffice: the owner publishes seq + 2 only after every peer published
+// seq + 1, which each does only after it finished reading seq.
+struct OneShotSlot {
+  unsigned char meta[24];  // transport::MessageMeta, as on the wire
+  uint64_t nbytes;
+};
+struct OneShotCtl {
+  alignas(kCacheLine) std::atomic<uint64_t> published;
+  alignas(kCacheLine) OneShotSlot slot[2];
+};
+constexpr size_t kOneShotCtlBytes = 4096;
+constexpr uint32_t kMaxOneShotBytes = 1u << 20;
+static_assert(sizeof(OneShotCtl) <= kOneShotCtlBytes, "one-shot control too large");
+
 inline size_t ring_offset(size_t index, size_t ring_bytes) {
   return kHeaderBytes + index * (kRingCtlBytes + ring_bytes);
 }
-inline size_t segment_bytes(size_t num_rings, size_t ring_bytes) {
+inline size_t oneshot_offset(size_t num_rings, size_t ring_bytes) {
   return ring_offset(num_rings, ring_bytes);
+}
+inline size_t segment_bytes(size_t num_rings, size_t ring_bytes, size_t oneshot_bytes) {
+  return oneshot_offset(num_rings, ring_bytes) +
+         (oneshot_bytes ? kOneShotCtlBytes + 2 * oneshot_bytes : 0);
 }
 
 }  // namespace pytfcomm::shm

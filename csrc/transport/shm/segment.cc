@@ -47,8 +47,9 @@ Mapping::~Mapping() {
   if (base_ != nullptr) ::munmap(base_, bytes_);
 }
 
-OwnedSegment::OwnedSegment(size_t num_rings, size_t ring_bytes) {
-  size_t bytes = segment_bytes(num_rings, ring_bytes);
+OwnedSegment::OwnedSegment(size_t num_rings, size_t ring_bytes, size_t oneshot_bytes) {
+  PTC_ENFORCE(oneshot_bytes <= kMaxOneShotBytes, "one-shot buffers too large: ", oneshot_bytes);
+  size_t bytes = segment_bytes(num_rings, ring_bytes, oneshot_bytes);
   int fd = -1;
   for (int attempt = 0; fd < 0; ++attempt) {
     name_ = random_name();
@@ -82,9 +83,11 @@ OwnedSegment::OwnedSegment(size_t num_rings, size_t ring_bytes) {
   h->magic = kSegmentMagic;
   h->num_rings = static_cast<uint32_t>(num_rings);
   h->ring_bytes = ring_bytes;
+  h->oneshot_bytes = static_cast<uint32_t>(oneshot_bytes);
   for (size_t i = 0; i < num_rings; ++i) {
     new (map_->base() + ring_offset(i, ring_bytes)) RingCtl{};
   }
+  if (oneshot_bytes > 0) new (map_->base() + oneshot_offset(num_rings, ring_bytes)) OneShotCtl{};
 }
 
 void OwnedSegment::unlink() noexcept {

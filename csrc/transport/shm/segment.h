@@ -27,12 +27,13 @@ class Mapping {
   size_t bytes_;
 };
 
-// A freshly created, zeroed and initialised segment under a random name.
+// A freshly created, zeroed and initialised segment under a random name
+// (with a one-shot area of two oneshot_bytes buffers when that is > 0).
 // The name stays linked until unlink() (or the destructor): call it once
 // every peer has opened the segment.
 class OwnedSegment {
  public:
-  OwnedSegment(size_t num_rings, size_t ring_bytes);
+  OwnedSegment(size_t num_rings, size_t ring_bytes, size_t oneshot_bytes = 0);
   ~OwnedSegment() { unlink(); }
   OwnedSegment(const OwnedSegment&) = delete;
   OwnedSegment& operator=(const OwnedSegment&) = delete;

@@ -12,14 +12,6 @@
 namespace pytfcomm::tcp {
 namespace {
 
-std::string describe_meta(const transport::MessageMeta& m, uint64_t nbytes) {
-  return str_cat("collective #", m.seq, " kind ", int(m.kind), " phase ", int(m.phase), " dtype ",
-                 valid_dtype(m.dtype) ? dtype_name(static_cast<DType>(m.dtype)) : "?", " op ",
-                 valid_op(m.op) ? op_name(static_cast<ReduceOp>(m.op)) : "?", " root ", m.root,
-                 " count ", m.count, " shape tag ", m.shape_tag, " (", nbytes,
-                 " bytes in this message)");
-}
-
 bool would_block(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
 }  // namespace
@@ -131,8 +123,8 @@ void Pair::check_header(const Op& op, const std::string& context) {
   same_but_shape.shape_tag = op.header.meta.shape_tag;
   bool only_shape = same_but_shape == op.header.meta && h.nbytes == op.nbytes;
   PTC_THROW(kMismatch, "ranks disagree", only_shape ? " on the array shape" : "", " during ",
-            context, ": ", name_, " sent ", describe_meta(h.meta, h.nbytes),
-            " but this rank expected ", describe_meta(op.header.meta, op.nbytes),
+            context, ": ", name_, " sent ", wire::describe_meta(h.meta, h.nbytes),
+            " but this rank expected ", wire::describe_meta(op.header.meta, op.nbytes),
             ". Every rank must call the same collectives in the same order with the same "
             "dtype, shape, element count, op and root");
 }
@@ -226,6 +218,20 @@ void Pair::check_idle(const std::string& context) {
     if (wire::check_frame(h, {}, 0, 0) != wire::FrameVerdict::kStatus) return;
     if (stream_->read_some(&h, sizeof(h)) != static_cast<ssize_t>(sizeof(h))) return;
     deliver_status(h);
+  }
+}
+
+void Pair::check_quiet(const std::string& context) {
+  check_idle(context);
+  if (eof_ || stream_->peer_gone()) fail_lost(context, "its connection closed");
+  wire::FrameHeader h{};
+  if (recvs_.empty() && stream_->peek(&h, sizeof(h)) == static_cast<ssize_t>(sizeof(h)) &&
+      h.magic == wire::kDataMagic) {
+    PTC_THROW(kMismatch, "ranks disagree during ", context, ": ", name_, " sent a message of ",
+              wire::describe_meta(h.meta, h.nbytes),
+              " while this rank waits in a one-shot exchange (another collective, size or "
+              "algorithm). Every rank must call the same collectives in the same order with the "
+              "same dtype, shape, element count, op and root");
   }
 }
 

@@ -43,6 +43,10 @@ class Pair {
   // (throws kPeerLost with its reason). A clean EOF is only remembered: a
   // peer that finished its work may close before we finish ours.
   void check_idle(const std::string& context);
+  // For an idle pair while this rank waits outside the frames (the one-shot
+  // exchange): check_idle(), then kPeerLost if the peer is gone, kMismatch
+  // if it sent a data frame (it runs another collective than this rank).
+  void check_quiet(const std::string& context);
 
   // Best effort: send an ABORT frame if no frame is half-written, then close.
   void abort(const std::string& reason) noexcept;

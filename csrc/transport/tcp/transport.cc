@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/param.h"
 #include "transport/tcp/socket_stream.h"
+#include "transport/wire_check.h"
 
 namespace pytfcomm::tcp {
 namespace {
@@ -72,6 +73,22 @@ PairTransport::PairTransport(int rank, BootstrapResult boot, shm::LocalLinks shm
     PTC_ENFORCE(shm.own != nullptr, "shared-memory streams without this rank's segment");
     own_segment_ = std::move(shm.own);
     bell_ = shm::Doorbell(own_segment_->header());
+  }
+  // One-shot areas: only when every peer is reached through shared memory.
+  shm.segments.resize(static_cast<size_t>(n));
+  bool all = shm_peers_ == n - 1 && n > 1;
+  for (int r = 0; all && r < n; ++r) {
+    const auto& m = shm.segments[static_cast<size_t>(r)];
+    all = m != nullptr && m->header()->oneshot_bytes > 0;
+  }
+  if (all) {
+    for (int r = 0; r < n; ++r) {
+      auto& m = shm.segments[static_cast<size_t>(r)];
+      const shm::SegmentHeader* h = m->header();
+      char* ctl = m->base() + shm::oneshot_offset(h->num_rings, h->ring_bytes);
+      oneshot_.push_back({m, reinterpret_cast<shm::OneShotCtl*>(ctl), ctl + shm::kOneShotCtlBytes,
+                          h->oneshot_bytes});
+    }
   }
 }
 
@@ -174,6 +191,12 @@ bool PairTransport::send_status(int peer, const transport::MessageMeta& meta,
   return true;
 }
 
+std::vector<int> PairTransport::pending_peers() const {
+  std::vector<int> out = active_;
+  out.insert(out.end(), oneshot_wait_.begin(), oneshot_wait_.end());
+  return out;
+}
+
 void PairTransport::block_once() {
   check_deadline();
   // The stall inspector runs only here, after polling found nothing: never
@@ -185,7 +208,7 @@ void PairTransport::block_once() {
     // would wake us for a socket that was writable all along.
     if (progress_all()) return;
   }
-  bool shm_pending = false, tcp_pending = false;
+  bool shm_pending = !oneshot_wait_.empty(), tcp_pending = false;
   for (int peer : active_) (pairs_[peer]->polled() ? shm_pending : tcp_pending) = true;
   if (!shm_pending) {
     handle_events(millis_until(wake, 1000));
@@ -193,7 +216,9 @@ void PairTransport::block_once() {
   }
   handle_events(0);
   uint32_t seq = bell_.prepare();
-  if (progress_all()) {
+  // The last poll after prepare(): a publish that raced with the checks
+  // above must not leave us asleep until the timeout.
+  if (progress_all() || oneshot_arrived()) {
     bell_.cancel();
     return;
   }
@@ -210,6 +235,17 @@ void PairTransport::block_once() {
   for (auto& p : pairs_) {
     if (p && p->polled() && p->idle()) p->check_idle(context_);
   }
+  // A peer we still wait for in a one-shot exchange must not be gone, nor be
+  // sending frames (it would be in another collective). One that published
+  // and then left (its part is done) is fine: look at the areas first.
+  if (oneshot_arrived()) return;
+  for (int peer : oneshot_wait_) {
+    if (pairs_[peer]->idle()) pairs_[peer]->check_quiet(context_);
+  }
+}
+
+bool PairTransport::oneshot_arrived() {
+  return !oneshot_wait_.empty() && oneshot_ready(oneshot_seq_);
 }
 
 template <typename Pred>
@@ -248,6 +284,68 @@ bool PairTransport::test(transport::Handle h) {
 
 void PairTransport::wait_all() {
   wait_until([&] { return active_.empty(); });
+}
+
+size_t PairTransport::local_oneshot_capacity() const {
+  size_t cap = oneshot_.empty() ? 0 : SIZE_MAX;
+  for (const OneShotArea& a : oneshot_) cap = std::min(cap, a.bytes);
+  return cap;
+}
+
+void PairTransport::set_oneshot_capacity(size_t bytes) {
+  PTC_ENFORCE(bytes <= local_oneshot_capacity(), "one-shot capacity ", bytes, " over ",
+              local_oneshot_capacity());
+  oneshot_capacity_ = bytes;
+}
+
+bool PairTransport::oneshot_ready(uint64_t seq) {
+  oneshot_wait_.clear();
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank_) continue;
+    if (oneshot_[static_cast<size_t>(r)].ctl->published.load(std::memory_order_acquire) < seq) {
+      oneshot_wait_.push_back(r);
+    }
+  }
+  return oneshot_wait_.empty();
+}
+
+std::vector<const void*> PairTransport::oneshot_exchange(const void* data, size_t nbytes,
+                                                         const transport::MessageMeta& meta) {
+  if (aborted_) PTC_THROW(kClosed, "the transport was shut down after an earlier error");
+  PTC_ENFORCE(oneshot_capacity_ > 0 && nbytes <= oneshot_capacity_, "one-shot exchange of ", nbytes,
+              " bytes over the capacity ", oneshot_capacity_);
+  const uint64_t seq = ++oneshot_seq_;
+  const size_t b = seq & 1;
+  OneShotArea& mine = oneshot_[static_cast<size_t>(rank_)];
+  if (nbytes > 0) std::memcpy(mine.buffers + b * mine.bytes, data, nbytes);
+  std::memcpy(mine.ctl->slot[b].meta, &meta, sizeof(meta));
+  mine.ctl->slot[b].nbytes = nbytes;
+  mine.ctl->published.store(seq, std::memory_order_release);
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank_) shm::Doorbell(oneshot_[static_cast<size_t>(r)].segment->header()).ring();
+  }
+  try {
+    wait_until([&] { return oneshot_ready(seq); });
+  } catch (...) {
+    oneshot_wait_.clear();
+    throw;
+  }
+  std::vector<const void*> out(static_cast<size_t>(size()));
+  for (int r = 0; r < size(); ++r) {
+    const OneShotArea& a = oneshot_[static_cast<size_t>(r)];
+    transport::MessageMeta theirs;
+    std::memcpy(&theirs, a.ctl->slot[b].meta, sizeof(theirs));
+    const uint64_t theirs_bytes = a.ctl->slot[b].nbytes;
+    if (r != rank_ && (!(theirs == meta) || theirs_bytes != nbytes)) {
+      PTC_THROW(kMismatch, "ranks disagree during ", context_, ": ", describe_peer(r),
+                " published ", wire::describe_meta(theirs, theirs_bytes), " but this rank has ",
+                wire::describe_meta(meta, nbytes),
+                ". Every rank must call the same collectives in the same order with the same "
+                "dtype, shape, element count, op and root");
+    }
+    out[static_cast<size_t>(r)] = a.buffers + b * a.bytes;
+  }
+  return out;
 }
 
 void PairTransport::abort(const std::string& reason) noexcept {

@@ -46,7 +46,16 @@ class PairTransport : public transport::Transport {
   std::string describe_peer(int peer) const override;
   void set_status_observer(transport::StatusObserver* observer) override;
   bool send_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override;
-  std::vector<int> pending_peers() const override { return active_; }
+  std::vector<int> pending_peers() const override;
+  size_t oneshot_capacity() const override { return oneshot_capacity_; }
+  std::vector<const void*> oneshot_exchange(const void* data, size_t nbytes,
+                                            const transport::MessageMeta& meta) override;
+
+  // The one-shot capacity this rank could offer: the smallest one-shot area
+  // of all segments when every peer is reached through shared memory, else
+  // 0. Ranks must agree before using it (set_oneshot_capacity).
+  size_t local_oneshot_capacity() const;
+  void set_oneshot_capacity(size_t bytes);
 
   const std::vector<PeerInfo>& peers() const { return peers_; }
   // Number of peers reached through shared memory.
@@ -61,6 +70,17 @@ class PairTransport : public transport::Transport {
   void block_once();
   template <typename Pred>
   void wait_until(Pred pred);
+  bool oneshot_ready(uint64_t seq);
+  // While waiting in an exchange: whether every peer has published it now.
+  bool oneshot_arrived();
+
+  // A rank's one-shot area as mapped here.
+  struct OneShotArea {
+    std::shared_ptr<shm::Mapping> segment;  // keeps the mapping alive
+    shm::OneShotCtl* ctl = nullptr;
+    char* buffers = nullptr;  // two of `bytes` each
+    size_t bytes = 0;
+  };
 
   int rank_;
   std::vector<std::unique_ptr<Pair>> pairs_;  // null for self
@@ -76,6 +96,10 @@ class PairTransport : public transport::Transport {
   std::string context_ = "a collective";
   bool aborted_ = false;
   transport::StatusObserver* observer_ = nullptr;
+  std::vector<OneShotArea> oneshot_;  // per rank; empty unless all peers share memory
+  size_t oneshot_capacity_ = 0;
+  uint64_t oneshot_seq_ = 0;       // exchanges this rank has published
+  std::vector<int> oneshot_wait_;  // peers that have not published the current one
 };
 
 // The name the TCP-only transport had; kept for existing callers.

@@ -117,7 +117,8 @@ void bind_fusion(py::module_& m, py::class_<Communicator, std::shared_ptr<Commun
             size_t direct_bytes) {
            PTC_CHECK_ARG(srcs.size() == dsts.size() && srcs.size() == dtypes.size(),
                          "inputs, outputs and dtypes must have the same length");
-           PTC_CHECK_ARG(algorithm >= 0 && algorithm <= 3, "bad algorithm code ", algorithm);
+           PTC_CHECK_ARG(algorithm >= 0 && algorithm <= static_cast<int>(Algorithm::kOneShot),
+                         "bad algorithm code ", algorithm);
            std::vector<pytfcomm::FusionRequest> reqs;
            reqs.reserve(srcs.size());
            for (size_t i = 0; i < srcs.size(); ++i) {
@@ -135,7 +136,8 @@ void bind_fusion(py::module_& m, py::class_<Communicator, std::shared_ptr<Commun
           "allreduce_async",
           [](Communicator& c, const py::object& src, const py::object& dst, int dtype, int op,
              int algorithm, double timeout, uint32_t tag) {
-            PTC_CHECK_ARG(algorithm >= 0 && algorithm <= 3, "bad algorithm code ", algorithm);
+            PTC_CHECK_ARG(algorithm >= 0 && algorithm <= static_cast<int>(Algorithm::kOneShot),
+                          "bad algorithm code ", algorithm);
             pytfcomm::FusionRequest r = fusion_request(src, dst, dtype, 0);
             ReduceOp o = to_op(op);
             PyAsyncHandle h{nullptr, src, dst};
@@ -217,7 +219,8 @@ PYBIND11_MODULE(_core, m) {
             size_t n = checked_count(src, dt, "input");
             PTC_CHECK_ARG(checked_count(dst, dt, "output") == n,
                           "output must have as many elements as the input");
-            PTC_CHECK_ARG(algorithm >= 0 && algorithm <= 3, "bad algorithm code ", algorithm);
+            PTC_CHECK_ARG(algorithm >= 0 && algorithm <= static_cast<int>(Algorithm::kOneShot),
+                          "bad algorithm code ", algorithm);
             const void* in = src.data();
             void* out = writable(dst, "output");
             py::gil_scoped_release release;

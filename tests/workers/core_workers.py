@@ -39,7 +39,9 @@ def allreduce_matrix(
     return {"failures": failures, "digests": digests}
 
 
-def random_floats_identical(rank: int, size: int, addr: str, count: int) -> dict:
+def random_floats_identical(
+    rank: int, size: int, addr: str, count: int, algorithms: list[str] | None = None
+) -> dict:
     """Random (not exactly summable) floats: results must be bitwise equal on all
     ranks, and sums close to a float64 reference."""
     out, failures = {}, []
@@ -52,7 +54,7 @@ def random_floats_identical(rank: int, size: int, addr: str, count: int) -> dict
             ]
             want = np.sum([a.astype(np.float64) for a in inputs], axis=0)
             for op in ["sum", "mean"]:
-                for alg in ["ring", "recursive_doubling"]:
+                for alg in algorithms or ["ring", "recursive_doubling"]:
                     y = comm.allreduce(inputs[rank], op, algorithm=alg)
                     out[f"{dtype}/{op}/{alg}"] = ref.digest(y)
                     w = want / size if op == "mean" else want

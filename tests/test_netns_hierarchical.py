@@ -76,3 +76,23 @@ def test_hierarchical_across_two_simulated_hosts(ranks, two_hosts):
         assert o["topology"]["local_rank"] == r % 2
         assert o["topology"]["explicit"] == "hierarchical"
     check_matrix(outs)
+
+
+def test_multi_stream_tcp_across_two_simulated_hosts(ranks, two_hosts):
+    # The same job over a real veth link with 3 striped connections per pair
+    # of hosts (PYTFCOMM_TCP_STREAMS) and small stripes.
+    ns = two_hosts
+    prefix = [["ip", "netns", "exec", ns[r // 2]] for r in range(4)]
+    env = {
+        "PYTFCOMM_SECRET": uuid.uuid4().hex * 2,
+        "PYTFCOMM_TCP_STREAMS": "3",
+        "PYTFCOMM_TCP_STRIPE_BYTES": "8192",
+    }
+    per_rank_env = [{"PYTFCOMM_HOST_ID": f"simulated-host-{r // 2}"} for r in range(4)]
+    outs = ranks(4, "stream_workers:matrix_and_sockets", [0, 7, 65536 + 3],
+                 timeout=240, env=env, per_rank_env=per_rank_env, host=f"{SUBNET}.1",
+                 port=free_port(), per_rank_prefix=prefix)
+    check_matrix(outs)
+    for o in outs:
+        assert o["big_ok"]
+        assert o["sockets"] == 2 * 3 + 1, o["sockets"]

@@ -64,6 +64,12 @@ Params load() {
   // Jobs on one host: all-reduces up to this size publish their input once in
   // shared memory and every rank reduces all inputs itself (no messages).
   p.oneshot_bytes = env_int("PYTFCOMM_ONESHOT_BYTES", 64 << 10, 0, 1 << 20, "bytes (0 = off)");
+  // Ranks on different hosts: several TCP connections per pair, bytes dealt
+  // round-robin in stripes. It pays where one flow is capped by its window
+  // (long round trips) or by one core's network processing; on one host and
+  // on short links one connection is as fast, hence 1.
+  p.tcp_streams = env_int("PYTFCOMM_TCP_STREAMS", 1, 1, 16, "connections");
+  p.tcp_stripe_bytes = env_int("PYTFCOMM_TCP_STRIPE_BYTES", 256 << 10, 4096, 1LL << 30, "bytes");
   // Tensor fusion (engine/fusion.h), defaults measured with benchmarks/fusion.py (N=2,
   // 200 tensors 4 KiB..1 MiB): 4 MiB buffers stay in cache between packing, reducing and
   // unpacking (1.6x the single array's time vs 2.0x with 64 MiB buffers); from 64 KiB a
@@ -117,6 +123,8 @@ std::vector<std::pair<std::string, std::string>> describe_params() {
       {"PYTFCOMM_SHM_RING_BYTES", str_cat(p.shm_ring_bytes)},
       {"PYTFCOMM_SHM_BYREF_BYTES", str_cat(p.shm_by_ref_bytes)},
       {"PYTFCOMM_ONESHOT_BYTES", str_cat(p.oneshot_bytes)},
+      {"PYTFCOMM_TCP_STREAMS", str_cat(p.tcp_streams)},
+      {"PYTFCOMM_TCP_STRIPE_BYTES", str_cat(p.tcp_stripe_bytes)},
       {"PYTFCOMM_FUSION_BYTES", str_cat(p.fusion_bytes)},
       {"PYTFCOMM_FUSION_DIRECT_BYTES", str_cat(p.fusion_direct_bytes)},
       {"PYTFCOMM_FUSION_CYCLE_MS", str_cat(p.fusion_cycle_ms, " ms")},

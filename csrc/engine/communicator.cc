@@ -12,6 +12,7 @@
 #include "engine/timeline.h"
 #include "transport/shm/connect.h"
 #include "transport/tcp/bootstrap.h"
+#include "transport/tcp/extra_streams.h"
 #include "transport/tcp/transport.h"
 
 namespace pytfcomm {
@@ -118,6 +119,14 @@ Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) 
   if (links.own && num_hosts_ == 1 && !oversubscribed && std::getenv("PYTFCOMM_YIELD") == nullptr) {
     yield_cpu = false;
   }
+  // Pairs of ranks on different hosts may use several TCP connections.
+  std::vector<bool> remote(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    remote[static_cast<size_t>(r)] = boot.peers[static_cast<size_t>(r)].host_id !=
+                                     boot.peers[static_cast<size_t>(rank_)].host_id;
+  }
+  tcp::connect_extra_streams(rank_, boot, remote, static_cast<int>(p.tcp_streams), b.secret,
+                             deadline_after(b.connect_timeout_s));
   auto pt = std::make_unique<tcp::PairTransport>(rank_, std::move(boot), std::move(links), spin,
                                                  yield_cpu);
   int shm_peers = pt->shm_peers();

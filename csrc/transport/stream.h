@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace pytfcomm::transport {
 
@@ -31,6 +32,8 @@ class ByteStream {
   // The TCP socket that tells whether the peer process is alive (its data
   // socket for a TCP stream; a side connection for shared memory).
   virtual int liveness_fd() const = 0;
+  // Every descriptor whose readiness matters (epoll watches them all).
+  virtual std::vector<int> event_fds() const { return {liveness_fd()}; }
   // True for streams whose readiness epoll cannot report (shared memory):
   // the transport must poll them and wait on the futex doorbell instead.
   virtual bool needs_polling() const = 0;

@@ -10,7 +10,7 @@ namespace pytfcomm::wire {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format assumes little endian");
 
-constexpr uint32_t kProtocolVersion = 3;                 // 3: STAT frames (stall inspector)
+constexpr uint32_t kProtocolVersion = 4;                 // 3: STAT frames; 4: extra TCP streams
 constexpr uint64_t kHelloMagic = 0x314d4d4f43465450ULL;  // "PTFCOMM1"
 constexpr uint32_t kDataMagic = 0x41544144;              // "DATA"
 constexpr uint32_t kAbortMagic = 0x54524241;             // "ABRT"
@@ -44,7 +44,7 @@ struct Hello {
   uint32_t purpose;  // HelloPurpose
   int32_t rank;
   int32_t size;
-  uint32_t listen_port;
+  uint32_t listen_port;  // kJoin: its listener; kData: the stream index (0 = bootstrap)
   uint32_t flags;
   uint8_t nonce[32];           // for the authentication handshake
   char listen_host[kMaxHost];  // NUL-terminated

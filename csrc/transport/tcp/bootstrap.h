@@ -34,6 +34,9 @@ struct BootstrapResult {
   std::vector<Fd> fds;          // fds[r]: connection to rank r (invalid for self)
   std::vector<PeerInfo> peers;  // every rank, including this one
   uint16_t root_port = 0;       // the port rank 0 actually bound (differs when asked for 0)
+  // extra_fds[r]: more connections to rank r, striped with fds[r] in this
+  // order (multi-stream TCP, extra_streams.h); empty for a single stream.
+  std::vector<std::vector<Fd>> extra_fds;
 };
 
 BootstrapResult bootstrap(const BootstrapOptions& opts);

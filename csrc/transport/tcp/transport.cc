@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/param.h"
 #include "transport/tcp/socket_stream.h"
+#include "transport/tcp/striped_stream.h"
 #include "transport/wire_check.h"
 
 namespace pytfcomm::tcp {
@@ -43,6 +44,7 @@ PairTransport::PairTransport(int rank, BootstrapResult boot, shm::LocalLinks shm
   if (epoll_fd_ < 0) PTC_THROW(kInternal, "epoll_create1 failed: ", std::strerror(errno));
   pairs_.resize(n);
   shm.streams.resize(static_cast<size_t>(n));
+  boot.extra_fds.resize(static_cast<size_t>(n));
   int64_t sockbuf = params().sockbuf_bytes;
   uint64_t max_message = static_cast<uint64_t>(params().max_message_bytes);
   for (int r = 0; r < n; ++r) {
@@ -56,16 +58,28 @@ PairTransport::PairTransport(int rank, BootstrapResult boot, shm::LocalLinks shm
       ++shm_peers_;
       ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;  // liveness only
     } else {
-      Fd fd = std::move(boot.fds[r]);
-      PTC_ENFORCE(fd.valid(), "no connection to rank ", r, " after bootstrap");
-      set_nonblocking(fd.get());
-      tune_data_socket(fd.get(), sockbuf);
-      stream = std::make_unique<SocketStream>(std::move(fd));
+      std::vector<Fd> fds;
+      fds.push_back(std::move(boot.fds[r]));
+      for (Fd& extra : boot.extra_fds[static_cast<size_t>(r)]) fds.push_back(std::move(extra));
+      for (Fd& fd : fds) {
+        PTC_ENFORCE(fd.valid(), "no connection to rank ", r, " after bootstrap");
+        set_nonblocking(fd.get());
+        tune_data_socket(fd.get(), sockbuf);
+      }
+      if (fds.size() == 1) {
+        stream = std::make_unique<SocketStream>(std::move(fds.front()));
+      } else {
+        name.insert(name.size() - 1, str_cat(", ", fds.size(), " TCP streams"));
+        stream = std::make_unique<StripedStream>(std::move(fds),
+                                                 static_cast<size_t>(params().tcp_stripe_bytes));
+      }
       ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     }
     ev.data.u32 = static_cast<uint32_t>(r);
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stream->liveness_fd(), &ev) != 0) {
-      PTC_THROW(kInternal, "epoll_ctl failed: ", std::strerror(errno));
+    for (int fd : stream->event_fds()) {
+      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        PTC_THROW(kInternal, "epoll_ctl failed: ", std::strerror(errno));
+      }
     }
     pairs_[r] = std::make_unique<Pair>(r, std::move(stream), name, max_message);
   }

@@ -1,0 +1,69 @@
+"""Rank functions for tests/test_tcp_streams.py (multi-stream TCP between hosts)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import core_workers
+import numpy as np
+
+import pytfcomm
+
+
+def _describe(exc: BaseException) -> dict:
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def tcp_sockets() -> int:
+    """Sockets this process holds (data connections plus shm liveness sockets)."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        except OSError:  # the listing's own descriptor, gone already
+            pass
+    return n
+
+
+def matrix_and_sockets(rank: int, size: int, addr: str, sizes: list[int]) -> dict:
+    """Socket count right after init, then the all-reduce matrix and the other
+    collectives, all over striped connections."""
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+        sockets = tcp_sockets()
+        big = np.arange((1 << 21) + 5, dtype=np.float64) * (rank + 1)
+        ok = bool(np.array_equal(comm.allreduce(big), big / (rank + 1) * size * (size + 1) / 2))
+    out = core_workers.allreduce_matrix(rank, size, addr, sizes, ["ring", "hierarchical"], False)
+    other = core_workers.other_collectives(rank, size, addr, [0, 3, 70_001])
+    out["failures"] += other["failures"]
+    out["digests"].update(other["digests"])
+    out["sockets"], out["big_ok"] = sockets, ok
+    return out
+
+
+def killed_mid_transfer(rank: int, size: int, addr: str) -> dict:
+    """The last rank dies while striped 16 MiB all-reduces are in flight."""
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr, timeout=30)
+    x = np.ones(1 << 22, np.float32)
+    comm.allreduce(x)
+    if rank == size - 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    t0 = time.monotonic()
+    try:
+        for _ in range(50):
+            comm.allreduce(x)
+        return {"type": None}
+    except pytfcomm.CommError as exc:
+        return {**_describe(exc), "seconds": time.monotonic() - t0}
+    finally:
+        comm.close()
+
+
+def init_only(rank: int, size: int, addr: str) -> dict:
+    try:
+        with pytfcomm.init(rank=rank, size=size, addr=addr, connect_timeout=20) as comm:
+            comm.barrier()
+            return {"type": None}
+    except pytfcomm.CommError as exc:
+        return _describe(exc)

@@ -75,7 +75,7 @@ def _run(ns: list[str], env: dict, sizes: list[int], iters: int) -> list[dict]:
                 raise SystemExit(f"a rank failed (exit {p.returncode})")
         ranks = [json.load(open(o)) for o in outs]
     rows = []
-    for a, b in zip(*ranks):
+    for a, b in zip(*ranks, strict=True):
         slowest = np.maximum(a["times"], b["times"])
         rows.append({"bytes": a["bytes"], "median_s": float(np.median(slowest)),
                      "ok": a["ok"] and b["ok"]})
@@ -130,7 +130,8 @@ def main() -> None:
         print(line)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"sockbuf": args.sockbuf, "iters": args.iters, "results": results}, f, indent=1)
+            doc = {"sockbuf": args.sockbuf, "iters": args.iters, "results": results}
+            json.dump(doc, f, indent=1)
     if not all(r["ok"] for rows in results.values() for r in rows):
         raise SystemExit("wrong results")
 

@@ -36,7 +36,7 @@ install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/csrc/ DESTINATION pytfcomm/_tf_src
 execute_process(
   COMMAND ${CMAKE_COMMAND} -E env TF_CPP_MIN_LOG_LEVEL=3
           ${Python_EXECUTABLE} -c
-          "import tensorflow as tf; s = tf.sysconfig; print(tf.__version__); print(tf.__git_version__); print(';'.join(s.get_compile_flags())); print(';'.join(s.get_link_flags()))"
+          "import tensorflow as tf; s = tf.sysconfig; print(tf.__version__); print(tf.__git_version__); print(','.join(s.get_compile_flags())); print(','.join(s.get_link_flags()))"
   RESULT_VARIABLE _tf_rc
   OUTPUT_VARIABLE _tf_out
   ERROR_QUIET

@@ -20,13 +20,9 @@
 set(PYTFCOMM_TF_GPU "AUTO" CACHE STRING "GPU kernels in the TF op library: AUTO, ON or OFF")
 set_property(CACHE PYTFCOMM_TF_GPU PROPERTY STRINGS AUTO ON OFF)
 
-# Local combine, worker pool and executor belong to the core (no TF headers),
-# so a JIT-built op library finds them in the installed libpytfcomm_core.so.
-target_sources(pytfcomm_core PRIVATE
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/engine/executor.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/engine/local_pool.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/engine/local_reduce.cc
-)
+# The local combine, worker pool and executor the ops use are core sources
+# (CMakeLists.txt: no TF headers), so a JIT-built op library finds them in
+# the installed libpytfcomm_core.so.
 
 set(PYTFCOMM_TF_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/ops.cc

@@ -75,33 +75,48 @@ Clique::Clique(std::shared_ptr<Communicator> comm, const std::vector<int>& devic
     comm_->broadcast(&id, sizeof(id), DType::kUInt8, 0, seconds_left(deadline));
   }
   comms_.assign(static_cast<size_t>(n), nullptr);
-  ncclResult_t first = ncclSuccess;
-  {
-    // One thread initialises several ranks: NCCL requires a group for that.
-    std::lock_guard<std::mutex> lock(mu_);
-    lib.ncclGroupStart();
-    for (int i = 0; i < n; ++i) {
-      ScopedContext scope(devices_[static_cast<size_t>(i)]->context());
-      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.blocking = 0;
-      ncclResult_t r = lib.ncclCommInitRankConfig(&comms_[static_cast<size_t>(i)], processes() * n,
-                                                  id, process_rank() * n + i, &config);
+  try {
+    ncclResult_t first = ncclSuccess;
+    std::exception_ptr err;
+    {
+      // One thread initialises several ranks: NCCL requires a group for
+      // that, and the group must be closed whatever happens inside it.
+      std::lock_guard<std::mutex> lock(mu_);
+      lib.ncclGroupStart();
+      try {
+        for (int i = 0; i < n; ++i) {
+          ScopedContext scope(devices_[static_cast<size_t>(i)]->context());
+          ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+          config.blocking = 0;
+          ncclResult_t r =
+              lib.ncclCommInitRankConfig(&comms_[static_cast<size_t>(i)], processes() * n, id,
+                                         process_rank() * n + i, &config);
+          if (first == ncclSuccess && r != ncclInProgress) first = r;
+        }
+      } catch (...) {
+        err = std::current_exception();
+      }
+      ncclResult_t r = lib.ncclGroupEnd();
       if (first == ncclSuccess && r != ncclInProgress) first = r;
     }
-    ncclResult_t r = lib.ncclGroupEnd();
-    if (first == ncclSuccess && r != ncclInProgress) first = r;
-  }
-  if (first != ncclSuccess) raise(nullptr, first, "ncclCommInitRankConfig");
-  for (size_t i = 0; i < comms_.size(); ++i) {
-    settle(i, ncclInProgress, "ncclCommInitRankConfig", deadline);
+    if (err) std::rethrow_exception(err);
+    if (first != ncclSuccess) raise(nullptr, first, "ncclCommInitRankConfig");
+    for (size_t i = 0; i < comms_.size(); ++i) {
+      settle(i, ncclInProgress, "ncclCommInitRankConfig", deadline);
+    }
+  } catch (const std::exception& e) {
+    // The destructor does not run for a constructor that throws: release
+    // NCCL here, and close the communicator (the peers are in this set-up).
+    fail(str_cat("NCCL set-up failed: ", e.what()));
+    throw;
   }
   PTC_LOG(kInfo, "NCCL ", nccl_version_string(lib.version), " clique for TF: ", n, " GPU(s) x ",
           processes(), " process(es)");
 }
 
 Clique::~Clique() {
-  // Cliques live in a registry that is never destroyed: this only runs when
-  // construction threw, and raise() has aborted NCCL by then.
+  // Cliques live in a registry that is never destroyed; should one be,
+  // release what is left.
   std::lock_guard<std::mutex> lock(mu_);
   abort_locked();
 }
@@ -180,14 +195,23 @@ void Clique::settle(size_t i, ncclResult_t r, const char* what, TimePoint deadli
 void Clique::launch(const char* what, const std::function<ncclResult_t(const ncclComm_t*)>& enqueue,
                     TimePoint deadline) {
   const NcclLib& lib = nccl();
-  ncclResult_t r;
+  ncclResult_t r = ncclSuccess;
+  std::exception_ptr err;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_.load()) PTC_THROW(kClosed, "the NCCL clique was aborted earlier: ", failure_);
     lib.ncclGroupStart();
-    r = enqueue(comms_.data());
+    try {
+      r = enqueue(comms_.data());
+    } catch (...) {
+      err = std::current_exception();  // the group must still be closed
+    }
     ncclResult_t end = lib.ncclGroupEnd();
     if (r == ncclSuccess || r == ncclInProgress) r = end;
+  }
+  if (err) {
+    fail(str_cat(what, ": a launch failed half-way"));
+    std::rethrow_exception(err);
   }
   if (r != ncclSuccess && r != ncclInProgress) raise(comms_[0], r, what);
   for (size_t i = 0; i < comms_.size(); ++i) settle(i, r, what, deadline);

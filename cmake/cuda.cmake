@@ -79,6 +79,10 @@ target_sources(pytfcomm_core PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/nccl_comms.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/staging.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/gpu_comm.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/event_poller.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/clique.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/stream_collectives.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/stream_launch.cc
   ${_gen}/kernels_fatbin.h
 )
 # Headers only: cuda.h and nccl.h declare types and prototypes; no library.

@@ -22,6 +22,27 @@ def gpu_info() -> dict[str, object]:
         return {"error": str(exc)}
 
 
+def tf_ops_info() -> dict[str, object]:
+    """The TF op library: prebuilt or compiled on first use, its TF, and whether it has GPU kernels.
+
+    Reads the build record only: it neither imports TensorFlow nor loads the library.
+    """
+    from pathlib import Path
+
+    from . import _core
+
+    try:
+        from . import _tf_build_info as built
+    except ImportError:
+        return {"library": "none (built with PYTFCOMM_WITH_TF=OFF)"}
+    if built.TF_VERSION and (Path(__file__).parent / "_tf_ops.so").exists():
+        return {"library": "prebuilt", "built_against": built.TF_VERSION,
+                "gpu_kernels": bool(getattr(built, "TF_GPU_KERNELS", False))}
+    cuda = bool(_core.build_info().get("cuda"))
+    return {"library": "compiled on first use", "built_against": None,
+            "gpu_kernels": "if TensorFlow is a CUDA build" if cuda else False}
+
+
 def info() -> dict[str, object]:
     """Build configuration, runtime parameters and optional integrations, as a dict."""
     from . import _core
@@ -41,6 +62,7 @@ def info() -> dict[str, object]:
     except Exception as exc:  # a malformed PYTFCOMM_* variable: show it, don't crash
         data["params"] = f"error: {exc}"
     data["gpu"] = gpu_info()
+    data["tf_ops"] = tf_ops_info()
     try:
         from importlib.metadata import version
 

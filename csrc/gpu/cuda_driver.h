@@ -27,11 +27,13 @@ namespace pytfcomm::gpu {
   X(cuDevicePrimaryCtxRelease_v2) \
   X(cuCtxGetCurrent)              \
   X(cuCtxSetCurrent)              \
+  X(cuCtxGetDevice)               \
   X(cuPointerGetAttribute)        \
   X(cuStreamCreate)               \
   X(cuStreamDestroy_v2)           \
   X(cuStreamQuery)                \
   X(cuStreamWaitEvent)            \
+  X(cuStreamGetCtx)               \
   X(cuEventCreate)                \
   X(cuEventDestroy_v2)            \
   X(cuEventRecord)                \

@@ -41,28 +41,29 @@ Device::~Device() {
   if (ctx_) d.cuDevicePrimaryCtxRelease_v2(dev_);
 }
 
-void Device::launch(CUfunction f, size_t count, void** args) {
+void Device::launch(CUfunction f, size_t count, void** args, CUstream s) {
   if (count == 0) return;
   constexpr unsigned kThreads = 256;
   // Grid-stride loops: a few waves are enough to saturate memory bandwidth.
   unsigned blocks =
       static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 4096));
-  PTC_CU_CHECK(driver().cuLaunchKernel(f, blocks, 1, 1, kThreads, 1, 1, 0, stream_, args, nullptr));
+  PTC_CU_CHECK(
+      driver().cuLaunchKernel(f, blocks, 1, 1, kThreads, 1, 1, 0, s ? s : stream_, args, nullptr));
 }
 
-void Device::divide(CUdeviceptr p, size_t count, DType dtype, int64_t divisor) {
+void Device::divide(CUdeviceptr p, size_t count, DType dtype, int64_t divisor, CUstream s) {
   PTC_ENFORCE(dtype != DType::kBool && static_cast<int>(dtype) < static_cast<int>(DType::kBool),
               "no divide kernel for ", dtype_name(dtype));
   unsigned long long n = count;
   long long dv = divisor;
   void* args[] = {&p, &n, &dv};
-  launch(divide_[static_cast<int>(dtype)], count, args);
+  launch(divide_[static_cast<int>(dtype)], count, args, s);
 }
 
-void Device::bool_normalize(CUdeviceptr p, size_t count) {
+void Device::bool_normalize(CUdeviceptr p, size_t count, CUstream s) {
   unsigned long long n = count;
   void* args[] = {&p, &n};
-  launch(bool_normalize_, count, args);
+  launch(bool_normalize_, count, args, s);
 }
 
 int Device::pointer_device(CUdeviceptr p) {

@@ -28,17 +28,18 @@ class Device {
   // host-to-device copies overlap.
   CUstream copy_in_stream() const { return copy_in_; }
 
-  // p[i] /= divisor for `count` elements (integers truncate), on stream().
-  void divide(CUdeviceptr p, size_t count, DType dtype, int64_t divisor);
-  // p[i] = p[i] != 0 for `count` bytes, on stream().
-  void bool_normalize(CUdeviceptr p, size_t count);
+  // p[i] /= divisor for `count` elements (integers truncate), on `s`
+  // (default: stream(); TF kernels pass TF's stream of this device).
+  void divide(CUdeviceptr p, size_t count, DType dtype, int64_t divisor, CUstream s = nullptr);
+  // p[i] = p[i] != 0 for `count` bytes, on `s` (default: stream()).
+  void bool_normalize(CUdeviceptr p, size_t count, CUstream s = nullptr);
 
   // The device ordinal a pointer belongs to; kInvalidArgument when the
   // pointer is not device memory the driver knows.
   static int pointer_device(CUdeviceptr p);
 
  private:
-  void launch(CUfunction f, size_t count, void** args);
+  void launch(CUfunction f, size_t count, void** args, CUstream s);
 
   int ordinal_;
   CUdevice dev_ = 0;

@@ -19,47 +19,6 @@ double seconds_left(TimePoint deadline) {
   return s > 0.001 ? s : 0.001;
 }
 
-ncclDataType_t nccl_type(DType t) {
-  switch (t) {
-    case DType::kFloat16:
-      return ncclFloat16;
-    case DType::kBFloat16:
-      return ncclBfloat16;
-    case DType::kFloat32:
-      return ncclFloat32;
-    case DType::kFloat64:
-      return ncclFloat64;
-    case DType::kInt8:
-      return ncclInt8;
-    case DType::kUInt8:
-    case DType::kBool:
-      return ncclUint8;
-    case DType::kInt32:
-      return ncclInt32;
-    case DType::kInt64:
-      return ncclInt64;
-    default:
-      PTC_THROW(kInvalidArgument, "dtype ", dtype_name(t), " has no NCCL equivalent");
-  }
-}
-
-// bool reduces as bytes: any (sum, max) is a max, all (prod, min) a min.
-ncclRedOp_t nccl_op(ReduceOp op, DType t) {
-  if (t == DType::kBool) return op == ReduceOp::kSum || op == ReduceOp::kMax ? ncclMax : ncclMin;
-  switch (op) {
-    case ReduceOp::kSum:
-      return ncclSum;
-    case ReduceOp::kProd:
-      return ncclProd;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kMax:
-      return ncclMax;
-    default:
-      PTC_THROW(kInternal, "op ", op_name(op), " must be lowered before NCCL");
-  }
-}
-
 void poll_tick(TimePoint start) {
   if (Clock::now() - start < std::chrono::microseconds(100)) {
     std::this_thread::yield();

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
+
 namespace pytfcomm::gpu {
 
 #define PTC_NCCL_FUNCS(X)   \
@@ -58,5 +60,12 @@ const NcclLib& nccl();
 
 // "2.30.7"
 std::string nccl_version_string(int code);
+
+// NCCL's type for a core dtype (bool travels as uint8); kInvalidArgument
+// for types NCCL lacks.
+ncclDataType_t nccl_type(DType t);
+// sum, min, max or prod (mean is lowered by the caller); bool reduces as
+// bytes: any (sum, max) is a max, all (prod, min) a min.
+ncclRedOp_t nccl_op(ReduceOp op, DType t);
 
 }  // namespace pytfcomm::gpu

@@ -1,6 +1,9 @@
 #include "gpu/staging.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <vector>
 
 #include "common/error.h"
 #include "gpu/cuda_driver.h"
@@ -191,6 +194,41 @@ void Stager::reduce_scatter(Communicator& c, CUdeviceptr in, CUdeviceptr out, si
         PTC_CU_CHECK(d.cuMemcpyHtoDAsync_v2(out + i * per * esz, h + n * per * esz, n_of(i) * esz,
                                             device_.copy_in_stream()));
       });
+}
+
+std::shared_ptr<char> pinned_block(size_t bytes) {
+  constexpr size_t kMaxIdle = size_t{256} << 20;
+  static std::mutex mu;
+  static auto* idle = new std::map<size_t, std::vector<char*>>();  // never freed: see executors
+  static size_t idle_bytes = 0;
+  size_t size = size_t{64} << 10;
+  while (size < bytes) size <<= 1;
+  char* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& free_list = (*idle)[size];
+    if (!free_list.empty()) {
+      p = free_list.back();
+      free_list.pop_back();
+      idle_bytes -= size;
+    }
+  }
+  if (p == nullptr) {
+    void* v = nullptr;
+    PTC_CU_CHECK(driver().cuMemHostAlloc(&v, size, CU_MEMHOSTALLOC_PORTABLE));
+    p = static_cast<char*>(v);
+  }
+  return std::shared_ptr<char>(p, [size](char* q) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (idle_bytes + size <= kMaxIdle) {
+        (*idle)[size].push_back(q);
+        idle_bytes += size;
+        return;
+      }
+    }
+    driver().cuMemFreeHost(q);
+  });
 }
 
 }  // namespace pytfcomm::gpu

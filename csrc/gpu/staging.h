@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 
 #include "common/clock.h"
 #include "common/dtype.h"
@@ -52,5 +53,12 @@ class Stager {
   Event in_done_[2];
   Event ready_;
 };
+
+// Pinned host memory for the staged path of the TF GPU kernels
+// (stream_collectives.cc), which stages whole tensors: cuMemHostAlloc costs
+// milliseconds per MiB, so released blocks are kept by size class (powers
+// of two) for the next step, up to 256 MiB idle. A context must be current.
+// The block returns to the pool when the last reference drops.
+std::shared_ptr<char> pinned_block(size_t bytes);
 
 }  // namespace pytfcomm::gpu

@@ -37,21 +37,6 @@ constexpr int64_t kAlign = 64;  // EIGEN_MAX_ALIGN_BYTES of the pip build
 
 int64_t RoundUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-ReduceOp ParseOp(const std::string& s) {
-  if (s == "mean") return ReduceOp::kMean;
-  if (s == "min") return ReduceOp::kMin;
-  if (s == "max") return ReduceOp::kMax;
-  if (s == "prod") return ReduceOp::kProd;
-  return ReduceOp::kSum;
-}
-
-Algorithm ParseAlgorithm(const std::string& s) {
-  if (s == "ring") return Algorithm::kRing;
-  if (s == "hierarchical") return Algorithm::kHierarchical;
-  if (s == "recursive_doubling") return Algorithm::kRecursiveDoubling;
-  return Algorithm::kAuto;
-}
-
 // One fusion buffer: tensors [first..] of one dtype at the given byte offsets.
 struct Pack {
   DType dtype;
@@ -77,7 +62,13 @@ class AllReduceOp : public AsyncOpKernel {
     OP_REQUIRES_OK(c, c->GetAttr("comm_handle", &comm_handle_));
     OP_REQUIRES_OK(c, c->GetAttr("algorithm", &alg));
     OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &timeout_));
-    op_ = ParseOp(op);
+    int group_size = 1;
+    OP_REQUIRES_OK(c, c->GetAttr("group_size", &group_size));
+    OP_REQUIRES(c, group_size == 1,
+                absl::InvalidArgumentError("pytfcomm: a grouped all-reduce (group_size > 1, one op "
+                                           "per GPU) has GPU kernels only; on CPUs one op takes "
+                                           "every replica's tensors (num_devices)"));
+    op_ = ParseReduceOp(op);
     algorithm_ = ParseAlgorithm(alg);
   }
 

@@ -1,6 +1,7 @@
 // A tiny C interface of the op library for Python's ctypes: which TF it was
-// compiled against, and the engine's counters (proof that pytfcomm did the
-// work, used by tests and `python -m pytfcomm info`).
+// compiled against, whether it has GPU kernels, and the engine's counters
+// (proof that pytfcomm did the work, used by tests and `python -m pytfcomm
+// info`).
 #include <cstdint>
 
 #include "engine/buffer_cache.h"
@@ -12,11 +13,18 @@
 #error "PYTFCOMM_TF_VERSION must be defined by the build"
 #endif
 
+// 1 when the library was built with its GPU kernels (gpu_kernels.cc).
+#ifndef PYTFCOMM_TF_GPU
+#define PYTFCOMM_TF_GPU 0
+#endif
+
 extern "C" {
 
 __attribute__((visibility("default"))) const char* pytfcomm_tf_compiled_version() {
   return PYTFCOMM_TF_VERSION;
 }
+
+__attribute__((visibility("default"))) int pytfcomm_tf_gpu_kernels() { return PYTFCOMM_TF_GPU; }
 
 // Indices past the engine's counters read the output-buffer cache
 // (engine/buffer_cache.h): hits, misses, idle bytes. -1 for unknown indices.

@@ -44,6 +44,9 @@ REGISTER_OP("PytfcommAllReduce")
     .Attr("comm_handle: int = 0")
     .Attr("algorithm: {'auto', 'ring', 'hierarchical', 'recursive_doubling'} = 'auto'")
     .Attr("timeout_seconds: float = 0")
+    .Attr("group_size: int >= 1 = 1")
+    .Attr("group_rank: int >= 0 = 0")
+    .Attr("group_key: int = 0")
     .SetIsStateful()
     .SetIsDistributedCommunication()
     .SetShapeFn(SameShapes)
@@ -52,6 +55,8 @@ All-reduce of the same M tensors on N local replicas (and, with comm_handle,
 across the processes of a pytfcomm Communicator). Input i*M+j is tensor j of
 replica i; every replica gets bitwise-identical outputs. Tensors smaller
 than fusion_threshold_bytes are fused into shared buffers.
+On GPUs every replica runs its own op (num_devices = 1): group_size ops with
+one group_key, op group_rank on GPU group_rank, reduce together over NCCL.
 )doc");
 
 REGISTER_OP("PytfcommBroadcast")

@@ -45,6 +45,21 @@ bool ToDType(tensorflow::DataType t, DType* out) {
   }
 }
 
+ReduceOp ParseReduceOp(const std::string& s) {
+  if (s == "mean") return ReduceOp::kMean;
+  if (s == "min") return ReduceOp::kMin;
+  if (s == "max") return ReduceOp::kMax;
+  if (s == "prod") return ReduceOp::kProd;
+  return ReduceOp::kSum;
+}
+
+Algorithm ParseAlgorithm(const std::string& s) {
+  if (s == "ring") return Algorithm::kRing;
+  if (s == "hierarchical") return Algorithm::kHierarchical;
+  if (s == "recursive_doubling") return Algorithm::kRecursiveDoubling;
+  return Algorithm::kAuto;
+}
+
 absl::Status Guard(const char* what, const std::function<void()>& body) {
   try {
     body();

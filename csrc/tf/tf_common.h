@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "common/dtype.h"
 #include "engine/communicator.h"
@@ -16,6 +17,11 @@ namespace tf {
 
 // The core's dtype for a TF dtype; false for types the core cannot reduce.
 bool ToDType(tensorflow::DataType t, DType* out);
+
+// The core's values of the ops' reduce_op and algorithm attrs (already
+// validated by the op registration).
+ReduceOp ParseReduceOp(const std::string& s);
+Algorithm ParseAlgorithm(const std::string& s);
 
 // Runs body(); a pytfcomm::Error becomes the matching status (kPeerLost ->
 // Unavailable, kTimeout -> DeadlineExceeded, kMismatch/kClosed ->

@@ -16,7 +16,13 @@ running TensorFlow (see docs/tensorflow.md); the library is loaded on first use.
 from __future__ import annotations
 
 from . import keras
-from ._ops import TFVersionMismatchError, check_tf_version, counters, library_path
+from ._ops import (
+    TFVersionMismatchError,
+    check_tf_version,
+    counters,
+    has_gpu_kernels,
+    library_path,
+)
 from .collectives import (
     allgather,
     allreduce,
@@ -52,6 +58,7 @@ __all__ = [
     "broadcast",
     "broadcast_variables",
     "counters",
+    "has_gpu_kernels",
     "keras",
     "library_path",
     "set_default_communicator",

@@ -9,6 +9,11 @@ pytfcomm version, the TF version and a digest of sources and flags. The
 compiler is ``$CXX`` or ``c++``; the cache is ``$PYTFCOMM_CACHE_DIR`` or
 ``~/.cache/pytfcomm``. Concurrent processes compile once (a file lock), and
 the library appears atomically.
+
+GPU kernels (``_tf_src/tf_gpu``) join when the installed TensorFlow is a
+CUDA build and pytfcomm's core was built with CUDA, as the CMake build's
+``PYTFCOMM_TF_GPU=AUTO`` does; the ``PYTFCOMM_TF_GPU`` environment variable
+(``auto``/``on``/``off``) overrides that here too.
 """
 
 from __future__ import annotations
@@ -47,6 +52,29 @@ def _key(tf_version: str, pytfcomm_version: str, cflags: list[str], lflags: list
     return f"tf-ops-{pytfcomm_version}-tf{tf_version}-{h.hexdigest()[:16]}"
 
 
+def want_gpu_kernels() -> bool:
+    """Whether an op library compiled here gets GPU kernels (see the module doc)."""
+    mode = os.environ.get("PYTFCOMM_TF_GPU", "auto").lower()
+    if mode not in ("auto", "on", "off"):
+        raise ConfigError(f"PYTFCOMM_TF_GPU must be auto, on or off, got {mode!r}")
+    if mode == "off":
+        return False
+    from .. import _core
+
+    if not _core.build_info()["cuda"]:
+        if mode == "on":
+            raise ConfigError(
+                "PYTFCOMM_TF_GPU=on needs a CUDA build of pytfcomm: reinstall with "
+                "PYTFCOMM_WITH_CUDA=ON (docs/gpu.md)"
+            )
+        return False
+    if mode == "on":
+        return True
+    import tensorflow as tf
+
+    return bool(tf.sysconfig.get_build_info().get("is_cuda_build", False))
+
+
 def build_op_library(tf_version: str, pytfcomm_version: str) -> Path:
     """Path of an op library built for the running TF, compiling it if needed."""
     import tensorflow as tf
@@ -54,6 +82,10 @@ def build_op_library(tf_version: str, pytfcomm_version: str) -> Path:
     cflags = list(tf.sysconfig.get_compile_flags())
     lflags = list(tf.sysconfig.get_link_flags())
     srcs = sorted((SOURCES / "tf").glob("*.cc"))
+    if srcs and want_gpu_kernels():
+        srcs += sorted((SOURCES / "tf_gpu").glob("*.cc"))
+        # GOOGLE_CUDA as in TF's own GPU kernels (no layout depends on it here).
+        cflags += ["-DPYTFCOMM_TF_GPU=1", "-DGOOGLE_CUDA=1"]
     if not srcs:
         raise ConfigError(
             f"pytfcomm's TF op sources are missing from {SOURCES}; reinstall pytfcomm"

@@ -100,6 +100,8 @@ def _load() -> tuple[ModuleType, ctypes.CDLL]:
     clib.pytfcomm_tf_counter.restype = ctypes.c_int64
     clib.pytfcomm_tf_counter.argtypes = [ctypes.c_int]
     clib.pytfcomm_tf_compiled_version.restype = ctypes.c_char_p
+    if hasattr(clib, "pytfcomm_tf_gpu_kernels"):
+        clib.pytfcomm_tf_gpu_kernels.restype = ctypes.c_int
     return module, clib
 
 
@@ -121,6 +123,18 @@ def counters() -> dict[str, int]:
     with _lock:
         clib = _load()[1]
     return {name: int(clib.pytfcomm_tf_counter(i)) for i, name in enumerate(COUNTERS)}
+
+
+def has_gpu_kernels() -> bool:
+    """Whether the op library this process uses has GPU kernels (loading it if needed).
+
+    They are built when pytfcomm is built against a CUDA TensorFlow with
+    ``PYTFCOMM_WITH_CUDA=ON`` (docs/gpu.md); without them, ops placed on a GPU
+    run on the CPU (TF copies the tensors).
+    """
+    with _lock:
+        clib = _load()[1]
+    return bool(getattr(clib, "pytfcomm_tf_gpu_kernels", lambda: 0)())
 
 
 def compiled_tf_version() -> str:

@@ -5,10 +5,15 @@ on every worker; two workers that start the same two collectives in opposite
 orders would pair the wrong tensors or wait for each other forever. Every
 pytfcomm op that talks to other processes, built in a graph (``tf.function``,
 ``tf.compat.v1`` graphs, gradient graphs), gets a control dependency on the
-previous such op of its graph, so each worker runs them in the order the
-program built them, which is the same everywhere. (``tf.function`` already
-chains stateful ops; this also covers graphs built without automatic control
-dependencies.) Eager ops run in program order anyway.
+previous such collective of its graph, so each worker runs them in the order
+the program built them, which is the same everywhere. (``tf.function``
+already chains stateful ops; this also covers graphs built without automatic
+control dependencies.) Eager ops run in program order anyway.
+
+A GPU all-reduce is a *group* of ops, one per local GPU, that wait for each
+other: they must never be chained to one another. Every op of a group
+(``group_key``) depends on the collective before the group, and the next
+collective depends on every op of the group.
 """
 
 from __future__ import annotations
@@ -21,17 +26,20 @@ import tensorflow as tf
 _ATTR = "_pytfcomm_last_collective"
 
 
-def ordered(handle: int, build: Callable[[], Sequence[Any]]) -> Sequence[Any]:
-    """``build()`` (which creates one pytfcomm op), chained after the graph's previous one."""
+def ordered(
+    handle: int, build: Callable[[], Sequence[Any]], group_key: int | None = None
+) -> Sequence[Any]:
+    """``build()`` (which creates one pytfcomm op), chained after the previous collective."""
     if not handle or tf.executing_eagerly():
         return build()
     graph = tf.compat.v1.get_default_graph()
-    prev = getattr(graph, _ATTR, None)
-    deps = []
-    if prev is not None and prev.graph is graph and (
-            prev._control_flow_context is graph._get_control_flow_context()):
-        deps.append(prev)
+    # (key of the last collective's group or None, its predecessors, its ops)
+    key, before, last = getattr(graph, _ATTR, (None, [], []))
+    if group_key is None or key != group_key:
+        before, last = last, []
+    ctx = graph._get_control_flow_context()
+    deps = [op for op in before if op.graph is graph and op._control_flow_context is ctx]
     with tf.control_dependencies(deps):
         outs = build()
-    setattr(graph, _ATTR, outs[0].op)
+    setattr(graph, _ATTR, (group_key, before, [*last, outs[0].op]))
     return outs

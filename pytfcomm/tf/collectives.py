@@ -5,6 +5,10 @@ the processes of a pytfcomm Communicator, or returned as is when there is
 none) or a list with one tensor per local device (combined in-process by the
 engine, then across processes). All three have gradients, so they can sit
 inside a model, and work eagerly and inside ``tf.function``.
+
+On GPUs (with an op library that has GPU kernels) an all-reduce over
+replicas on distinct GPUs runs as one op per GPU, reduced together by NCCL
+(``_gpu.py``); everything else keeps the one-op form.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import tensorflow as tf
 
 from .._dtypes import OPS
 from ..errors import InvalidArgumentError
-from . import _ops
+from . import _gpu, _ops
 from ._ordering import ordered
 
 SUPPORTED_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.uint8,
@@ -118,16 +122,12 @@ def allreduce_replicas(
         check_dtype(t.dtype)
     devices = list(devices) if devices is not None else [_device_of(r[0]) for r in replicas]
     handle = comm_handle(communicator)
-    with tf.device(devices[0]):
-        outs = ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(
-            flat,
-            num_devices=n,
-            reduce_op=_op_name(op),
-            fusion_threshold_bytes=int(fusion_threshold_bytes),
-            comm_handle=handle,
-            algorithm=algorithm,
-            timeout_seconds=_timeout(timeout),
-        ))
+    attrs = dict(reduce_op=_op_name(op), fusion_threshold_bytes=int(fusion_threshold_bytes),
+                 comm_handle=handle, algorithm=algorithm, timeout_seconds=_timeout(timeout))
+    if _gpu.use_group(devices):
+        return _gpu.allreduce_group([flat[i * m:(i + 1) * m] for i in range(n)], devices, attrs)
+    with tf.device(_gpu.place_ungrouped(devices[0])):
+        outs = ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(flat, num_devices=n, **attrs))
     result = []
     for i in range(n):
         with tf.device(devices[i]):
@@ -245,16 +245,21 @@ def _allreduce_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
     if reduce_op not in ("sum", "mean"):
         raise LookupError(f"pytfcomm all-reduce with op {reduce_op!r} has no gradient")
     handle = op.get_attr("comm_handle")
+    attrs = dict(reduce_op=reduce_op, fusion_threshold_bytes=op.get_attr("fusion_threshold_bytes"),
+                 comm_handle=handle, algorithm=op.get_attr("algorithm").decode(),
+                 timeout_seconds=op.get_attr("timeout_seconds"))
+    group_size = _gpu.group_attr(op, "group_size", 1)
+    if group_size > 1:
+        # Each member's gradient is one member of the gradient's group.
+        key = _gpu.grad_group_key(op)
+        rank = _gpu.group_attr(op, "group_rank", 0)
+        with tf.device(_op_device(op)):
+            return ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(
+                _dense(grads, op.outputs), num_devices=1, group_size=group_size,
+                group_rank=rank, group_key=key, **attrs), group_key=key)
     with tf.device(_op_device(op)):
         return ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(
-            _dense(grads, op.outputs),
-            num_devices=op.get_attr("num_devices"),
-            reduce_op=reduce_op,
-            fusion_threshold_bytes=op.get_attr("fusion_threshold_bytes"),
-            comm_handle=handle,
-            algorithm=op.get_attr("algorithm").decode(),
-            timeout_seconds=op.get_attr("timeout_seconds"),
-        ))
+            _dense(grads, op.outputs), num_devices=op.get_attr("num_devices"), **attrs))
 
 
 @tf.RegisterGradient("PytfcommBroadcast")
@@ -276,8 +281,11 @@ def _allgather_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
     n = op.get_attr("num_devices")
     handle = op.get_attr("comm_handle")
     with tf.device(_op_device(op)):
+        dense, k = _dense(grads, op.outputs), n
+        if k > 1 and _gpu.is_gpu(_op_device(op)) and _ops.has_gpu_kernels():
+            dense, k = [tf.add_n(dense)], 1  # the GPU kernel takes one replica per op
         total = ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(
-            _dense(grads, op.outputs), num_devices=n, reduce_op="sum", comm_handle=handle,
+            dense, num_devices=k, reduce_op="sum", comm_handle=handle,
             timeout_seconds=op.get_attr("timeout_seconds")))[0]
         rows = [tf.shape(x)[0] for x in op.inputs]
         start = _HANDLE_RANKS.get(handle, 0) * tf.add_n(rows) if handle else 0

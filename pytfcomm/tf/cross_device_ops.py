@@ -67,6 +67,10 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
     :func:`pytfcomm.tf.set_default_communicator`), the local result then goes
     through one cross-process all-reduce per fusion buffer (``algorithm``) and
     is handed to every local device.
+
+    On GPUs, when the op library has GPU kernels (docs/gpu.md), the batch is
+    one op per GPU instead, all reduced by one NCCL call on TF's streams
+    (across the workers' GPUs too with a communicator); no fusion buffer.
     """
 
     _algorithm = "auto"

@@ -1,0 +1,131 @@
+"""The TF op library with GPU kernels compiles, links and loads here, without a GPU.
+
+A CUDA TensorFlow gets these kernels by default (PYTFCOMM_TF_GPU=AUTO); here
+the installed CPU wheel stands in for it (PYTFCOMM_TF_GPU=ON): the kernels
+need TF's framework headers plus xla/stream_executor/stream.h, which every
+TF 2.21 wheel ships, and no symbol that only a CUDA TF exports. The core is
+the CUDA variant (nvcc, nccl.h from the nvidia-nccl wheel), built for one GPU
+architecture to keep this short. One configure + build serves every test.
+
+Checked: the build; no CUDA library is DT_NEEDED and every symbol resolves
+against libtensorflow_framework.so.2 and libpytfcomm_core.so; in the CPU TF's
+kernel registry the three ops have CPU and GPU kernels; pytfcomm.tf loads this
+library, says it has GPU kernels, and its CPU kernels still compute;
+`python -m pytfcomm info` reports it. Not checked: running the GPU kernels
+(tests/gpu/test_tf_gpu.py, on a machine with a GPU and a CUDA TensorFlow).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_cuda_build import NCCL_INC, NVCC
+
+pytest.importorskip("tensorflow")
+
+REPO = Path(__file__).resolve().parents[1]
+BUILD_TIMEOUT = 420  # seconds; ~2 min on the 2-core CI machine
+
+pytestmark = pytest.mark.skipif(
+    NVCC is None or NCCL_INC is None,
+    reason=f"needs nvcc (found: {NVCC}) and nccl.h (found: {NCCL_INC}); install the CUDA "
+    "toolkit and `pip install nvidia-nccl-cu13`",
+)
+OPS = ("PytfcommAllReduce", "PytfcommBroadcast", "PytfcommAllGather")
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Configure and build _core and _tf_ops with CUDA and GPU kernels; the build directory."""
+    import pybind11
+
+    out = tmp_path_factory.mktemp("tf-gpu-build")
+    nvcc = Path(NVCC)  # type: ignore[arg-type]
+    configure = [
+        "cmake", "-S", str(REPO), "-B", str(out), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+        "-DPYTFCOMM_WITH_CUDA=ON", "-DPYTFCOMM_TF_GPU=ON", "-DPYTFCOMM_CUDA_ARCHS=80",
+        f"-DPython_EXECUTABLE={sys.executable}", f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
+        f"-DCUDAToolkit_ROOT={nvcc.parent.parent}", f"-DPYTFCOMM_NCCL_INCLUDE_DIR={NCCL_INC}",
+    ]  # fmt: skip
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    r = subprocess.run(configure, capture_output=True, text=True, timeout=180, env=env)
+    assert r.returncode == 0, f"configure failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    assert "the TF op library gets GPU kernels" in r.stdout, r.stdout[-3000:]
+    jobs = str(os.cpu_count() or 2)
+    r = subprocess.run(["cmake", "--build", str(out), "--target", "_core", "_tf_ops", "-j", jobs],
+                       capture_output=True, text=True, timeout=BUILD_TIMEOUT, env=env)
+    assert r.returncode == 0, f"build failed:\n{r.stdout[-6000:]}\n{r.stderr[-4000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def package(build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A pytfcomm package made of this checkout's Python files and the libraries just built."""
+    root = tmp_path_factory.mktemp("tf-gpu-pkg")
+    pkg = root / "pytfcomm"
+    shutil.copytree(REPO / "pytfcomm", pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    for f in [*build.glob("_core*.so"), build / "libpytfcomm_core.so", build / "_tf_ops.so",
+              build / "_tf_build_info.py"]:
+        shutil.copy2(f, pkg / f.name)
+    return root
+
+
+def _run(package: Path, code: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(package), TF_CPP_MIN_LOG_LEVEL="3",
+               PYTFCOMM_CUDA_DRIVER="/nonexistent/libcuda.so.1")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=180, cwd=package, env=env)
+
+
+def test_links_no_cuda_library_and_resolves_every_symbol(build: Path) -> None:
+    lib = build / "_tf_ops.so"
+    out = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True, check=True)
+    needed = [line.split("[")[-1].rstrip("]") for line in out.stdout.splitlines()
+              if "(NEEDED)" in line]
+    assert "libtensorflow_framework.so.2" in needed and "libpytfcomm_core.so" in needed, needed
+    assert not [n for n in needed if n.startswith(("libcuda", "libcudart", "libnccl"))], needed
+    import tensorflow as tf
+
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{tf.sysconfig.get_lib()}:{build}")
+    r = subprocess.run(["ldd", "-r", str(lib)], capture_output=True, text=True, env=env)
+    undefined = [line for line in (r.stdout + r.stderr).splitlines() if "undefined" in line]
+    assert r.returncode == 0 and not undefined, undefined[:20] or r.stderr
+
+
+def test_gpu_kernels_register_and_cpu_kernels_still_compute(package: Path) -> None:
+    code = f"""
+import json
+import tensorflow as tf
+from tensorflow.python.framework import kernels
+import pytfcomm.tf as ptf
+res = {{"gpu_kernels": ptf.has_gpu_kernels(), "path": str(ptf.library_path())}}
+registered = kernels.get_registered_kernels_for_op
+res["devices"] = {{op: sorted(k.device_type for k in registered(op).kernel) for op in {OPS!r}}}
+a, b = tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])
+res["sum"] = [t.numpy().tolist() for t in ptf.allreduce([a, b])]
+print(json.dumps(res))
+"""
+    r = _run(package, code)
+    assert r.returncode == 0, r.stderr[-4000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["gpu_kernels"] is True, res
+    assert res["path"].startswith(str(package)), res
+    assert res["devices"] == {op: ["CPU", "GPU"] for op in OPS}, res
+    assert res["sum"] == [[4.0, 6.0], [4.0, 6.0]], res
+
+
+def test_info_reports_gpu_kernels(package: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "pytfcomm", "info", "--json"], capture_output=True,
+                       text=True, timeout=120, cwd=package,
+                       env=dict(os.environ, PYTHONPATH=str(package)))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["tf_ops"] == {"library": "prebuilt", "built_against": data["tensorflow"],
+                              "gpu_kernels": True}, data["tf_ops"]
+    assert data["cuda"] is True

@@ -1,7 +1,7 @@
 // libFuzzer target for everything pytfcomm parses off the network: the
 // acceptor's handshake state machine (the code every listener runs) and the
 // validators of challenges, confirmations, join replies, address tables and
-// frame headers. Build and run with fuzz/run.sh.
+// frame headers (data, status and abort frames). Build and run with fuzz/run.sh.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -79,6 +79,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto v = wire::check_frame(got, want, 64, 1 << 20);
       // A frame that passes must match what was posted, length included.
       if (v == wire::FrameVerdict::kOk && (got.nbytes != 64 || !(got.meta == want))) {
+        __builtin_trap();
+      }
+      // An abort's reason is read into a buffer of this size: never more.
+      if (v == wire::FrameVerdict::kAbort &&
+          (got.nbytes > wire::kMaxAbortReason || (got.reserved & ~wire::kAbortAllFlags) != 0)) {
         __builtin_trap();
       }
       break;

@@ -1,4 +1,4 @@
-"""Write seed inputs for fuzz_wire: well-formed hellos and proofs (no secret)."""
+"""Write seed inputs for fuzz_wire: well-formed hellos and proofs (no secret), frames."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 HELLO_MAGIC = 0x314D4D4F43465450
-PROTOCOL_VERSION = 4  # csrc/transport/wire.h kProtocolVersion
+PROTOCOL_VERSION = 5  # csrc/transport/wire.h kProtocolVersion
 PROOF_MAGIC = 0x464F5250
 
 
@@ -32,6 +32,8 @@ def main() -> None:
     (out / "seed_secret_hello").write_bytes(b"\0" + chunked(hello(2, 1, 4, 1)))
     (out / "seed_plain_handshake").write_bytes(b"\1" + chunked(hello(1, 2, 4, 0) + proof))
     (out / "seed_frame").write_bytes(b"\3" + struct.pack("<IIQ", 0x41544144, 0, 64) + bytes(24))
+    # An ABRT frame of a rank that timed out (reserved = kAbortTimeout), 40 bytes of reason.
+    (out / "seed_abort").write_bytes(b"\3" + struct.pack("<IIQ", 0x54524241, 1, 40) + bytes(24))
 
 
 if __name__ == "__main__":

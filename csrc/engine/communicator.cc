@@ -231,13 +231,13 @@ void Communicator::run(CollectiveKind kind, const char* name, DType dtype, Reduc
     if (e.kind() == ErrorKind::kInvalidArgument) throw;  // raised before any message moved
     failure_ = str_cat(error_kind_name(e.kind()), " error in ", context, ": ", e.what());
     PTC_LOG(kError, failure_);
-    transport_->abort(e.what());
+    transport_->abort(e.what(), e.kind());
     closed_ = true;
     throw;
   } catch (const std::exception& e) {
     finish(true);
     failure_ = str_cat("unexpected error in ", context, ": ", e.what());
-    transport_->abort(failure_);
+    transport_->abort(failure_, ErrorKind::kInternal);
     closed_ = true;
     throw Error(ErrorKind::kInternal, failure_);
   }

@@ -118,7 +118,7 @@ class TracedTransport : public transport::Transport {
   }
   void set_deadline(TimePoint d) override { t_.set_deadline(d); }
   void set_context(const std::string& what) override { t_.set_context(what); }
-  void abort(const std::string& reason) noexcept override { t_.abort(reason); }
+  void abort(const std::string& reason, ErrorKind why) noexcept override { t_.abort(reason, why); }
   std::string describe_peer(int peer) const override { return t_.describe_peer(peer); }
   void set_status_observer(transport::StatusObserver* o) override { t_.set_status_observer(o); }
   bool send_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override {

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace pytfcomm::transport {
@@ -48,6 +49,18 @@ class ByteStream {
   // True once the peer is known to be gone (a send waiting for release()
   // would wait forever).
   virtual bool peer_gone() const { return false; }
+
+  // Last words beside the data (shared memory): a fixed place for the reason
+  // this side gives up, which the peer can read however full the data path
+  // is. False where the stream has none: the reason then goes in band.
+  virtual bool leave_note(const char* text, size_t n, uint32_t flags) noexcept { return false; }
+  // The note the peer left there, if any (*text at most a few KiB).
+  virtual bool peer_note(std::string* text, uint32_t* flags) const { return false; }
+  // In-band last words: no writes after what was written (the peer reads EOF
+  // after it), and how many written bytes the peer's side has not received
+  // yet (0 where that cannot be known).
+  virtual void shutdown_write() noexcept {}
+  virtual size_t unsent() const noexcept { return 0; }
 };
 
 }  // namespace pytfcomm::transport

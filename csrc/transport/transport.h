@@ -84,8 +84,10 @@ class Transport {
   // used in error messages.
   virtual void set_context(const std::string& what) = 0;
 
-  // Tell every peer we are giving up (best effort, never throws) and stop.
-  virtual void abort(const std::string& reason) noexcept = 0;
+  // Tell every peer we are giving up and why (`why`: the error that made us;
+  // peers raise kTimeout for kTimeout, else kPeerLost), then stop. Never
+  // throws; bounded in time (a peer that does not read gets nothing).
+  virtual void abort(const std::string& reason, ErrorKind why) noexcept = 0;
 
   // "rank 3 (10.0.0.2:41000, host node7)", for messages.
   virtual std::string describe_peer(int peer) const = 0;

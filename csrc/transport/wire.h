@@ -10,7 +10,9 @@ namespace pytfcomm::wire {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format assumes little endian");
 
-constexpr uint32_t kProtocolVersion = 4;                 // 3: STAT frames; 4: extra TCP streams
+// 3: STAT frames (stall inspector); 4: extra TCP streams; 5: ABRT flags and
+// shared-memory abort notes
+constexpr uint32_t kProtocolVersion = 5;
 constexpr uint64_t kHelloMagic = 0x314d4d4f43465450ULL;  // "PTFCOMM1"
 constexpr uint32_t kDataMagic = 0x41544144;              // "DATA"
 constexpr uint32_t kAbortMagic = 0x54524241;             // "ABRT"
@@ -18,9 +20,18 @@ constexpr uint32_t kStatusMagic = 0x54415453;            // "STAT"
 constexpr uint32_t kMaxAbortReason = 4096;
 constexpr uint32_t kMaxJoinError = 4096;
 
+// Flags of an ABRT frame (its `reserved` field) and of a shared-memory abort
+// note: why the sender gave up, so that every rank raises the same class.
+enum AbortFlags : uint32_t {
+  kAbortTimeout = 1,  // a deadline passed (else: a lost peer, a mismatch, ...)
+  kAbortAllFlags = 1,
+};
+
 // Precedes every message on an established connection. A STAT frame (stall
 // inspector, no payload) may come between any two frames: `reserved` holds
-// its StatusFlags, `meta` the collective its sender is in (or last ran).
+// its StatusFlags, `meta` the collective its sender is in (or last ran). An
+// ABRT frame is the last one: `reserved` holds AbortFlags, a reason of
+// `nbytes` <= kMaxAbortReason follows.
 struct FrameHeader {
   uint32_t magic;  // kDataMagic, kAbortMagic or kStatusMagic
   uint32_t reserved;

@@ -93,9 +93,16 @@ std::string check_peer_entry(const PeerEntry& e, int expected_rank) {
   return "";
 }
 
+bool abort_ok(uint64_t nbytes, uint32_t flags, uint64_t cap) {
+  return nbytes <= cap && (flags & ~kAbortAllFlags) == 0;
+}
+
 FrameVerdict check_frame(const FrameHeader& got, const transport::MessageMeta& want,
                          uint64_t want_nbytes, uint64_t max_message) {
-  if (got.magic == kAbortMagic) return FrameVerdict::kAbort;
+  if (got.magic == kAbortMagic) {
+    return abort_ok(got.nbytes, got.reserved, kMaxAbortReason) ? FrameVerdict::kAbort
+                                                               : FrameVerdict::kNotAFrame;
+  }
   if (got.magic == kStatusMagic) {
     bool ok = got.nbytes == 0 && (got.reserved & ~transport::kStatusAllFlags) == 0;
     return ok ? FrameVerdict::kStatus : FrameVerdict::kNotAFrame;

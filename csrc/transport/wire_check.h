@@ -29,12 +29,16 @@ std::string check_peer_entry(const PeerEntry& e, int expected_rank);
 
 enum class FrameVerdict {
   kOk,
-  kAbort,      // the peer gave up; an ABRT reason follows
+  kAbort,      // the peer gave up; a reason of nbytes <= kMaxAbortReason follows
   kStatus,     // a well-formed STAT frame (no payload), not matched with receives
   kNotAFrame,  // bad magic: a corrupt or foreign stream
   kTooLarge,   // announced payload over the PYTFCOMM_MAX_MESSAGE cap
   kMismatch,   // metadata or length differs from the posted receive
 };
+// The reason of an ABRT frame or of a shared-memory abort note: `nbytes` of
+// text, at most `cap`, under known AbortFlags.
+bool abort_ok(uint64_t nbytes, uint32_t flags, uint64_t cap);
+
 // Compare a received frame header with the receive this rank posted.
 FrameVerdict check_frame(const FrameHeader& got, const transport::MessageMeta& want,
                          uint64_t want_nbytes, uint64_t max_message);

@@ -117,6 +117,13 @@ TEST(CheckFrame, EveryVerdict) {
   s = h;
   s.magic = kAbortMagic;
   EXPECT_EQ(check_frame(s, want, 40, 1 << 20), FrameVerdict::kAbort);
+  s.reserved = kAbortTimeout;  // a rank that gave up at its deadline
+  EXPECT_EQ(check_frame(s, want, 40, 1 << 20), FrameVerdict::kAbort);
+  s.reserved = 2;  // unknown abort flags
+  EXPECT_EQ(check_frame(s, want, 40, 1 << 20), FrameVerdict::kNotAFrame);
+  s.reserved = 0;
+  s.nbytes = kMaxAbortReason + 1;  // a reason longer than any rank sends
+  EXPECT_EQ(check_frame(s, want, 40, 1 << 20), FrameVerdict::kNotAFrame);
   s.magic = 0xdeadbeef;
   EXPECT_EQ(check_frame(s, want, 40, 1 << 20), FrameVerdict::kNotAFrame);
 }

@@ -17,7 +17,7 @@ namespace {
 
 constexpr uint32_t kOfferMagic = 0x4f4d4853;  // "SHMO"
 constexpr uint32_t kAckMagic = 0x414d4853;    // "SHMA"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;              // 2: abort notes beside the rings (layout.h)
 constexpr size_t kMaxName = 64;
 constexpr uint64_t kMaxRingBytes = uint64_t{1} << 30;
 

@@ -33,6 +33,21 @@ struct SegmentHeader {
 };
 static_assert(sizeof(SegmentHeader) <= kHeaderBytes, "segment header too large");
 
+// A producer's last words (docs/reliability.md): when it gives up, it writes
+// its reason here rather than into the ring, which may be full of data or
+// end in a half-written frame: text, bytes and flags first, then
+// `published` = 1 with a release store; then it closes its liveness socket.
+// The consumer (the segment's owner) reads it when the ring closes or an idle
+// pair wakes it. Written once, by the ring's one producer; the reader trusts
+// no field (bytes <= kNoteBytes, flags known, else the note is ignored).
+constexpr size_t kNoteBytes = 3072;
+struct AbortNote {
+  std::atomic<uint32_t> published;
+  uint32_t flags;  // wire::AbortFlags
+  uint32_t bytes;
+  char text[kNoteBytes];
+};
+
 // head: bytes ever written (producer only writes it); tail: bytes ever read
 // (consumer only writes it); released: payload bytes the consumer has copied
 // straight out of the producer's memory (see stream.h). On separate lines so
@@ -41,6 +56,7 @@ struct RingCtl {
   alignas(kCacheLine) std::atomic<uint64_t> head;
   alignas(kCacheLine) std::atomic<uint64_t> tail;
   alignas(kCacheLine) std::atomic<uint64_t> released;
+  alignas(kCacheLine) AbortNote note;
 };
 
 // The ring carries records, 8-byte aligned: a tag (payload length in the low

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transport/wire_check.h"
+
 namespace pytfcomm::shm {
 namespace {
 
@@ -158,6 +160,11 @@ ssize_t ShmStream::read_some(void* data, size_t n) {
     rec_left_ -= k;
     if (rec_left_ == 0) consume(rec_pad_);
   } else {
+    if (peer_gone_) {
+      // It gave up on this send and may have reused the memory: do not copy.
+      errno = EPIPE;
+      return -1;
+    }
     iovec local{data, k};
     iovec remote{reinterpret_cast<void*>(rec_addr_), k};
     ssize_t r;
@@ -244,6 +251,31 @@ void ShmStream::on_liveness_event() noexcept {
     r = ::recv(sock_.get(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
   } while (r < 0 && errno == EINTR);
   if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) peer_gone_ = true;
+}
+
+bool ShmStream::leave_note(const char* text, size_t n, uint32_t flags) noexcept {
+  if (closed_) return false;
+  AbortNote& note = out_.ctl->note;
+  if (note.published.load(std::memory_order_relaxed) != 0) return true;  // said already
+  n = std::min(n, kNoteBytes);
+  std::memcpy(note.text, text, n);
+  note.bytes = static_cast<uint32_t>(n);
+  note.flags = flags;
+  note.published.store(1, std::memory_order_release);
+  peer_bell_.ring();
+  return true;
+}
+
+bool ShmStream::peer_note(std::string* text, uint32_t* flags) const {
+  if (closed_) return false;
+  const AbortNote& note = in_.ctl->note;
+  if (note.published.load(std::memory_order_acquire) != 1) return false;
+  // The peer's process wrote these fields: check before use.
+  uint32_t bytes = note.bytes, f = note.flags;
+  if (!wire::abort_ok(bytes, f, kNoteBytes)) return false;
+  text->assign(note.text, bytes);
+  *flags = f;
+  return true;
 }
 
 void ShmStream::close() noexcept {

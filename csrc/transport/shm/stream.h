@@ -11,12 +11,14 @@
 // direction only where a probe read succeeded (ptrace permission).
 //
 // The pair's TCP connection stays open beside it, silent, as the liveness
-// signal: the kernel closes it when the peer dies, however it dies.
+// signal: the kernel closes it when the peer dies, however it dies. A peer
+// that gives up first leaves its reason in the ring's abort note (layout.h).
 #pragma once
 
 #include <sys/types.h>
 
 #include <memory>
+#include <string>
 
 #include "transport/shm/doorbell.h"
 #include "transport/shm/segment.h"
@@ -55,6 +57,8 @@ class ShmStream : public transport::ByteStream {
   uint64_t release_ticket() const override { return ref_posted_; }
   uint64_t released() override;
   bool peer_gone() const override { return peer_gone_; }
+  bool leave_note(const char* text, size_t n, uint32_t flags) noexcept override;
+  bool peer_note(std::string* text, uint32_t* flags) const override;
 
  private:
   ssize_t write_records(const iovec* iov, int n, bool allow_ref);

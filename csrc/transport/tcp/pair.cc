@@ -1,5 +1,6 @@
 #include "transport/tcp/pair.h"
 
+#include <poll.h>
 #include <sys/uio.h>
 
 #include <cerrno>
@@ -39,6 +40,8 @@ uint64_t Pair::post_recv(void* data, size_t nbytes, const transport::MessageMeta
 }
 
 void Pair::fail_lost(const std::string& context, const std::string& why) {
+  gone_ = true;
+  throw_last_words(context);
   PTC_THROW(kPeerLost, "lost ", name_, " during ", context, ": ", why,
             ". The process there probably exited or crashed; check its log. This communicator "
             "is now closed: restart the job or create a new one with pytfcomm.init()");
@@ -52,28 +55,34 @@ bool Pair::progress(const std::string& context) {
   return moved;
 }
 
+ssize_t Pair::write_front() {
+  Op& op = sends_.front();
+  iovec iov[2];
+  int n = 0;
+  if (send_header_done_ < sizeof(wire::FrameHeader)) {
+    iov[n++] = {reinterpret_cast<char*>(&op.header) + send_header_done_,
+                sizeof(wire::FrameHeader) - send_header_done_};
+  }
+  if (op.done < op.nbytes) iov[n++] = {op.data + op.done, op.nbytes - op.done};
+  ssize_t w = stream_->writev_some(iov, n);
+  if (w < 0) return w;
+  size_t left = static_cast<size_t>(w);
+  size_t h = std::min(left, sizeof(wire::FrameHeader) - send_header_done_);
+  send_header_done_ += h;
+  left -= h;
+  op.done += left;
+  return w;
+}
+
 bool Pair::progress_send(const std::string& context) {
   bool moved = false;
   while (!sends_.empty()) {
-    Op& op = sends_.front();
-    iovec iov[2];
-    int n = 0;
-    if (send_header_done_ < sizeof(wire::FrameHeader)) {
-      iov[n++] = {reinterpret_cast<char*>(&op.header) + send_header_done_,
-                  sizeof(wire::FrameHeader) - send_header_done_};
-    }
-    if (op.done < op.nbytes) iov[n++] = {op.data + op.done, op.nbytes - op.done};
-    ssize_t w = stream_->writev_some(iov, n);
-    if (w < 0) {
+    if (write_front() < 0) {
       if (would_block(errno)) return moved;
       fail_lost(context, str_cat("send failed: ", std::strerror(errno)));
     }
     moved = true;
-    size_t left = static_cast<size_t>(w);
-    size_t h = std::min(left, sizeof(wire::FrameHeader) - send_header_done_);
-    send_header_done_ += h;
-    left -= h;
-    op.done += left;
+    const Op& op = sends_.front();
     if (send_header_done_ == sizeof(wire::FrameHeader) && op.done == op.nbytes) {
       sends_.pop_front();
       send_header_done_ = 0;
@@ -177,6 +186,62 @@ bool Pair::progress_recv(const std::string& context) {
   return moved;
 }
 
+void Pair::throw_last_words(const std::string& context) {
+  std::string note;
+  uint32_t flags = 0;
+  if (stream_->peer_note(&note, &flags)) throw_aborted(context, std::move(note), flags);
+  if (closed_ || stream_->needs_polling()) return;
+  // In band (TCP): a peer that gave up wrote its ABORT frame after the frame
+  // it had begun, and closed only once our kernel held it; frames no receive
+  // here asked for yet may come first. Skip them (into a fixed buffer, their
+  // lengths checked first): this rank is failing anyway.
+  char sink[16 << 10];
+  uint64_t skip = 0;
+  if (in_header_got_ == sizeof(wire::FrameHeader) && !recvs_.empty()) {
+    skip = recvs_.front().nbytes - recvs_.front().done;
+  }
+  TimePoint deadline = deadline_after(0.5);
+  while (Clock::now() < deadline) {
+    while (skip > 0) {
+      ssize_t r = stream_->read_some(sink, std::min<uint64_t>(skip, sizeof(sink)));
+      if (r <= 0) return;  // nothing more has come (or ever will)
+      skip -= static_cast<uint64_t>(r);
+    }
+    if (in_header_got_ == sizeof(wire::FrameHeader)) in_header_got_ = 0;
+    while (in_header_got_ < sizeof(wire::FrameHeader)) {
+      ssize_t r = stream_->read_some(reinterpret_cast<char*>(&in_header_) + in_header_got_,
+                                     sizeof(wire::FrameHeader) - in_header_got_);
+      if (r <= 0) return;
+      in_header_got_ += static_cast<size_t>(r);
+    }
+    const wire::FrameHeader& h = in_header_;
+    switch (wire::check_frame(h, h.meta, h.nbytes, max_message_)) {
+      case wire::FrameVerdict::kAbort:
+        read_abort_and_throw(context);
+      case wire::FrameVerdict::kStatus:
+        break;
+      case wire::FrameVerdict::kOk:  // a data frame of acceptable length
+        skip = h.nbytes;
+        break;
+      default:
+        return;  // not a frame: nothing to learn from this stream
+    }
+  }
+}
+
+void Pair::throw_aborted(const std::string& context, std::string reason, uint32_t flags) {
+  for (char& c : reason) {
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\n') c = '?';
+  }
+  if (reason.empty()) reason = "(no reason given)";
+  gone_ = true;
+  if (flags & wire::kAbortTimeout) {
+    PTC_THROW(kTimeout, name_, " gave up at its deadline while this rank was in ", context, ": ",
+              reason);
+  }
+  PTC_THROW(kPeerLost, name_, " aborted while this rank was in ", context, ": ", reason);
+}
+
 void Pair::read_abort_and_throw(const std::string& context) {
   size_t n = std::min<uint64_t>(in_header_.nbytes, wire::kMaxAbortReason);
   std::string reason(n, '\0');
@@ -192,14 +257,14 @@ void Pair::read_abort_and_throw(const std::string& context) {
     }
   }
   reason.resize(got);
-  for (char& c : reason) {
-    if (static_cast<unsigned char>(c) < 0x20 && c != '\n') c = '?';
-  }
-  PTC_THROW(kPeerLost, name_, " aborted while this rank was in ", context, ": ",
-            reason.empty() ? "(no reason given)" : reason);
+  throw_aborted(context, std::move(reason), in_header_.reserved & wire::kAbortAllFlags);
 }
 
 void Pair::check_idle(const std::string& context) {
+  if (closed_) return;
+  std::string note;
+  uint32_t flags = 0;
+  if (stream_->peer_note(&note, &flags)) throw_aborted(context, std::move(note), flags);
   // Status frames that wait here are consumed; they are all we may read
   // without a posted receive.
   for (;;) {
@@ -211,7 +276,7 @@ void Pair::check_idle(const std::string& context) {
       return;
     }
     if (r != static_cast<ssize_t>(sizeof(h))) return;
-    if (h.magic == wire::kAbortMagic) {
+    if (wire::check_frame(h, {}, 0, 0) == wire::FrameVerdict::kAbort) {
       (void)stream_->read_some(&in_header_, sizeof(h));
       read_abort_and_throw(context);
     }
@@ -240,7 +305,7 @@ void Pair::deliver_status(const wire::FrameHeader& h) noexcept {
 }
 
 bool Pair::send_status(const transport::MessageMeta& meta, uint32_t flags) noexcept {
-  if (closed_ || eof_) return false;
+  if (closed_ || eof_ || gone_) return false;
   // Queued like a header-only send, so a partial write is finished by the
   // usual progress and frames never interleave. Its sequence number is
   // simply one nobody waits for.
@@ -253,21 +318,80 @@ bool Pair::send_status(const transport::MessageMeta& meta, uint32_t flags) noexc
   return true;
 }
 
-void Pair::abort(const std::string& reason) noexcept {
-  if (closed_) return;
+bool Pair::begin_abort(const std::string& reason, uint32_t flags) noexcept {
+  if (closed_) return false;
   closed_ = true;
-  bool mid_frame = send_header_done_ > 0 || (!sends_.empty() && sends_.front().done > 0);
-  if (!mid_frame && !eof_) {
-    wire::FrameHeader h{};
-    h.magic = wire::kAbortMagic;
-    h.nbytes = std::min<size_t>(reason.size(), wire::kMaxAbortReason);
-    iovec iov[2] = {{&h, sizeof(h)}, {const_cast<char*>(reason.data()), h.nbytes}};
-    stream_->write_whole_or_nothing(iov, 2);
+  recvs_.clear();
+  unreleased_.clear();
+  // A note costs nothing and blocks nothing: even a peer thought hung gets one.
+  size_t n = std::min<size_t>(reason.size(), wire::kMaxAbortReason);
+  if (stream_->leave_note(reason.data(), n, flags) || gone_ || eof_) {
+    close();
+    return false;
   }
+  // The frame already begun must be finished (the peer cannot tell its bytes
+  // from an ABORT header); later ones are dropped. Every buffer a send reads
+  // lives until the collective returns, after this.
+  bool begun = send_header_done_ > 0 || (!sends_.empty() && sends_.front().done > 0);
+  while (sends_.size() > (begun ? 1u : 0u)) sends_.pop_back();
+  try {
+    abort_reason_.assign(reason, 0, n);
+    Op op{abort_reason_.data(), n, 0, {}};
+    op.header.magic = wire::kAbortMagic;
+    op.header.reserved = flags & wire::kAbortAllFlags;
+    op.header.nbytes = n;
+    sends_.push_back(op);
+  } catch (...) {  // out of memory: close without last words
+    close();
+    return false;
+  }
+  aborting_ = true;
+  return true;
+}
+
+bool Pair::flush_abort() noexcept {
+  if (!aborting_) return false;
+  // Whatever the peer sends is of no use now; reading it keeps the peer's
+  // writes (and so its wait loop, which reads our frames) going.
+  char sink[16 << 10];
+  for (int i = 0; i < 64 && !eof_; ++i) {
+    ssize_t r = stream_->read_some(sink, sizeof(sink));
+    if (r == 0) eof_ = true;
+    if (r <= 0) break;
+  }
+  while (!sends_.empty()) {
+    if (write_front() < 0) return would_block(errno);  // else the peer is gone
+    const Op& op = sends_.front();
+    if (send_header_done_ == sizeof(wire::FrameHeader) && op.done == op.nbytes) {
+      sends_.pop_front();
+      send_header_done_ = 0;
+    }
+  }
+  if (!shut_) {
+    stream_->shutdown_write();
+    shut_ = true;
+  }
+  return stream_->unsent() > 0;
+}
+
+void Pair::close() noexcept {
+  closed_ = true;
+  aborting_ = false;
   stream_->close();
   sends_.clear();
   recvs_.clear();
   unreleased_.clear();
+}
+
+void Pair::abort(const std::string& reason, uint32_t flags, double seconds) noexcept {
+  if (begin_abort(reason, flags)) {
+    TimePoint deadline = deadline_after(seconds);
+    while (flush_abort() && Clock::now() < deadline) {
+      pollfd p{fd(), static_cast<short>(POLLIN | (wants_write() ? POLLOUT : 0)), 0};
+      ::poll(&p, 1, 2);
+    }
+  }
+  close();
 }
 
 }  // namespace pytfcomm::tcp

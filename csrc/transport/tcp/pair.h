@@ -4,6 +4,8 @@
 // never blocks; the transport decides when to wait.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -39,17 +41,31 @@ class Pair {
   // Throws kPeerLost / kMismatch with `context` in the message.
   bool progress(const std::string& context);
 
-  // For a pair with nothing posted: notice an ABORT frame the peer sent
-  // (throws kPeerLost with its reason). A clean EOF is only remembered: a
-  // peer that finished its work may close before we finish ours.
+  // For a pair with no receive posted (sends may be): notice the peer's
+  // last words, an abort note or ABORT frame (throws kPeerLost, or kTimeout
+  // when it gave up at a deadline, with its reason), and read status frames.
+  // A clean EOF is only remembered: a peer that finished its work may close
+  // before we finish ours.
   void check_idle(const std::string& context);
   // For an idle pair while this rank waits outside the frames (the one-shot
   // exchange): check_idle(), then kPeerLost if the peer is gone, kMismatch
   // if it sent a data frame (it runs another collective than this rank).
   void check_quiet(const std::string& context);
 
-  // Best effort: send an ABORT frame if no frame is half-written, then close.
-  void abort(const std::string& reason) noexcept;
+  // Giving up: tell the peer why, then close (docs/reliability.md). Where the
+  // stream has a note (shared memory) the reason goes there and the pair
+  // closes at once. Otherwise (TCP) begin_abort() keeps only the frame being
+  // written, queues an ABORT frame after it and returns true; flush_abort()
+  // then moves bytes without blocking (true while some remain), discarding
+  // what the peer sends so that it never blocks on us, until the peer's
+  // kernel holds everything; close() ends it. Nothing is sent to a peer
+  // known to be gone or hung (mark_gone()). abort() does it all for one
+  // pair, bounded by `seconds`. `flags`: wire::AbortFlags.
+  bool begin_abort(const std::string& reason, uint32_t flags) noexcept;
+  bool flush_abort() noexcept;
+  void close() noexcept;
+  void abort(const std::string& reason, uint32_t flags = 0, double seconds = 1.0) noexcept;
+  void mark_gone() { gone_ = true; }
 
   // Status frames (stall inspector): delivered to `observer` as they are
   // read; sent queued behind the posted sends, never blocking.
@@ -68,8 +84,13 @@ class Pair {
   // Complete written sends whose memory the stream no longer needs.
   bool complete_released(const std::string& context);
   bool progress_recv(const std::string& context);
+  // Writes what it can of the front send: -1 (errno) or bytes written.
+  ssize_t write_front();
   [[noreturn]] void fail_lost(const std::string& context, const std::string& why);
+  // Before a peer is called lost: throws its reason if it left one.
+  void throw_last_words(const std::string& context);
   [[noreturn]] void read_abort_and_throw(const std::string& context);
+  [[noreturn]] void throw_aborted(const std::string& context, std::string reason, uint32_t flags);
   void check_header(const Op& op, const std::string& context);
   void deliver_status(const wire::FrameHeader& h) noexcept;
 
@@ -87,6 +108,10 @@ class Pair {
   wire::FrameHeader in_header_{};
   size_t in_header_got_ = 0;
   bool eof_ = false;
+  bool gone_ = false;         // the peer is gone or hung: send it nothing more
+  bool aborting_ = false;     // between begin_abort() and close()
+  bool shut_ = false;         // write side shut after the ABORT frame
+  std::string abort_reason_;  // the ABORT frame's payload while it is sent
   transport::StatusObserver* observer_ = nullptr;
 };
 

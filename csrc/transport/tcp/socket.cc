@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -75,6 +76,17 @@ SockAddr resolve(const std::string& host, uint16_t port) {
     reinterpret_cast<sockaddr_in6*>(&out.storage)->sin6_port = htons(port);
   }
   return out;
+}
+
+size_t unacked_bytes(int fd) noexcept {
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 && info.tcpi_state == TCP_CLOSE) {
+    return 0;
+  }
+  int n = 0;
+  if (::ioctl(fd, TIOCOUTQ, &n) != 0) return 0;
+  return n > 0 ? static_cast<size_t>(n) : 0;
 }
 
 void set_nonblocking(int fd) {

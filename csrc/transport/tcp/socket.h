@@ -72,6 +72,12 @@ void set_nonblocking(int fd);
 // TCP_NODELAY, SO_SNDBUF/SO_RCVBUF (0 keeps the kernel's autotuning), keepalive.
 void tune_data_socket(int fd, int64_t buffer_bytes);
 
+// Bytes written to a connected TCP socket that the peer's kernel has not
+// acknowledged yet (TIOCOUTQ); 0 once the connection was reset (the rest will
+// never go) or on error. At 0 everything sits in the peer's receive queue,
+// where even a reset from our close() no longer drops it.
+size_t unacked_bytes(int fd) noexcept;
+
 // Local address the kernel used for a connected socket.
 SockAddr local_address(int fd);
 

@@ -41,6 +41,12 @@ void SocketStream::write_whole_or_nothing(const iovec* iov, int n) noexcept {
   (void)writev_some(iov, n);
 }
 
+void SocketStream::shutdown_write() noexcept {
+  if (fd_.valid()) ::shutdown(fd_.get(), SHUT_WR);
+}
+
+size_t SocketStream::unsent() const noexcept { return fd_.valid() ? unacked_bytes(fd_.get()) : 0; }
+
 void SocketStream::close() noexcept {
   if (!fd_.valid()) return;
   ::shutdown(fd_.get(), SHUT_RDWR);

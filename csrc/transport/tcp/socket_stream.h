@@ -17,6 +17,8 @@ class SocketStream : public transport::ByteStream {
   void close() noexcept override;
   int liveness_fd() const override { return fd_.get(); }
   bool needs_polling() const override { return false; }
+  void shutdown_write() noexcept override;
+  size_t unsent() const noexcept override;
 
  private:
   Fd fd_;

@@ -136,6 +136,18 @@ void StripedStream::write_whole_or_nothing(const iovec* iov, int n) noexcept {
   (void)writev_some(iov, n);
 }
 
+void StripedStream::shutdown_write() noexcept {
+  for (Fd& f : fds_) {
+    if (f.valid()) ::shutdown(f.get(), SHUT_WR);
+  }
+}
+
+size_t StripedStream::unsent() const noexcept {
+  size_t n = 0;
+  for (const Fd& f : fds_) n += f.valid() ? unacked_bytes(f.get()) : 0;
+  return n;
+}
+
 void StripedStream::close() noexcept {
   for (Fd& f : fds_) {
     if (!f.valid()) continue;

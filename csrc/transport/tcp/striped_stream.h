@@ -25,6 +25,8 @@ class StripedStream : public transport::ByteStream {
   ssize_t peek(void* data, size_t n) override;
   void write_whole_or_nothing(const iovec* iov, int n) noexcept override;
   void close() noexcept override;
+  void shutdown_write() noexcept override;
+  size_t unsent() const noexcept override;
   int liveness_fd() const override { return fds_.front().get(); }
   std::vector<int> event_fds() const override;
   bool needs_polling() const override { return false; }

@@ -1,5 +1,6 @@
 #include "transport/tcp/transport.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -16,6 +17,11 @@
 
 namespace pytfcomm::tcp {
 namespace {
+
+// How long abort() may spend getting its reason past the frames already
+// queued to TCP peers. A peer that reads takes it in milliseconds; one that
+// does not (blocked elsewhere with full buffers) learns why from another rank.
+constexpr double kAbortFlushSeconds = 1.0;
 
 // Handle layout: peer (15 bits) | direction (1 bit) | per-direction sequence (48 bits).
 constexpr int kSeqBits = 48;
@@ -165,10 +171,13 @@ bool PairTransport::progress_all() {
   return moved;
 }
 
-void PairTransport::check_deadline() const {
+void PairTransport::check_deadline() {
   if (Clock::now() < deadline_) return;
   std::string waiting;
-  for (int peer : active_) waiting += str_cat(waiting.empty() ? "" : ", ", describe_peer(peer));
+  for (int peer : active_) {
+    waiting += str_cat(waiting.empty() ? "" : ", ", describe_peer(peer));
+    pairs_[peer]->mark_gone();  // a hung rank would not read our last words
+  }
   PTC_THROW(kTimeout, "timed out in ", context_, " waiting for ",
             waiting.empty() ? "peers" : waiting,
             ": that rank is hung, stopped or far behind (PYTFCOMM_TIMEOUT sets the deadline)");
@@ -184,7 +193,9 @@ void PairTransport::handle_events(int timeout_ms) {
     Pair& p = *pairs_[static_cast<int>(events[i].data.u32)];
     bool readable = events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR);
     if (p.polled() && readable) p.on_liveness_event();
-    if (p.idle() && readable) p.check_idle(context_);
+    // Edge-triggered: a pair without receives must look now (sends pending
+    // or not), or a status or ABORT frame would wait for the next edge.
+    if (readable) p.check_idle(context_);
   }
 }
 
@@ -245,9 +256,10 @@ void PairTransport::block_once() {
   }
   bell_.sleep(seq, us);
   handle_events(0);
-  // An ABORT frame in an idle peer's ring rings the doorbell too.
+  // An abort note or a status frame rings the doorbell too (check_idle
+  // reads only pairs without receives; progress reads the others).
   for (auto& p : pairs_) {
-    if (p && p->polled() && p->idle()) p->check_idle(context_);
+    if (p && p->polled()) p->check_idle(context_);
   }
   // A peer we still wait for in a one-shot exchange must not be gone, nor be
   // sending frames (it would be in another collective). One that published
@@ -362,14 +374,40 @@ std::vector<const void*> PairTransport::oneshot_exchange(const void* data, size_
   return out;
 }
 
-void PairTransport::abort(const std::string& reason) noexcept {
+void PairTransport::abort(const std::string& reason, ErrorKind why) noexcept {
   if (aborted_) return;
   aborted_ = true;
-  std::string msg = str_cat("rank ", rank_, " gave up: ", reason);
-  for (auto& p : pairs_) {
-    if (p) p->abort(msg);
-  }
   active_.clear();
+  oneshot_wait_.clear();
+  try {
+    // Shared-memory peers get the reason in their note at once; TCP peers
+    // after the frame being written to them, all flushed together within
+    // a short deadline (docs/reliability.md).
+    uint32_t flags = why == ErrorKind::kTimeout ? uint32_t{wire::kAbortTimeout} : 0u;
+    std::string msg = str_cat("rank ", rank_, " gave up: ", reason);
+    std::vector<Pair*> flushing;
+    for (auto& p : pairs_) {
+      if (p && p->begin_abort(msg, flags)) flushing.push_back(p.get());
+    }
+    TimePoint end = deadline_after(kAbortFlushSeconds);
+    std::vector<pollfd> fds;
+    while (!flushing.empty()) {
+      flushing.erase(std::remove_if(flushing.begin(), flushing.end(),
+                                    [](Pair* p) { return !p->flush_abort(); }),
+                     flushing.end());
+      if (flushing.empty() || Clock::now() >= end) break;
+      fds.clear();
+      for (Pair* p : flushing) {
+        fds.push_back({p->fd(), static_cast<short>(POLLIN | (p->wants_write() ? POLLOUT : 0)), 0});
+      }
+      ::poll(fds.data(), fds.size(), 2);
+    }
+  } catch (...) {
+    // Out of memory: close without last words.
+  }
+  for (auto& p : pairs_) {
+    if (p) p->close();
+  }
 }
 
 }  // namespace pytfcomm::tcp

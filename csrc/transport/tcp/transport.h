@@ -42,7 +42,7 @@ class PairTransport : public transport::Transport {
   void wait_all() override;
   void set_deadline(TimePoint deadline) override { deadline_ = deadline; }
   void set_context(const std::string& what) override { context_ = what; }
-  void abort(const std::string& reason) noexcept override;
+  void abort(const std::string& reason, ErrorKind why) noexcept override;
   std::string describe_peer(int peer) const override;
   void set_status_observer(transport::StatusObserver* observer) override;
   bool send_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override;
@@ -65,7 +65,7 @@ class PairTransport : public transport::Transport {
   bool done(transport::Handle h) const;
   Pair& pair(int peer);
   bool progress_all();
-  void check_deadline() const;
+  void check_deadline();
   void handle_events(int timeout_ms);
   void block_once();
   template <typename Pred>

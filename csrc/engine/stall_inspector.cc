@@ -37,6 +37,15 @@ std::string hex32(uint32_t v) {
 // peers answer within a wait-loop tick (<= 10 ms), so this is ample.
 double grace_s(double threshold_s) { return std::clamp(0.2 * threshold_s, 0.05, 2.0); }
 
+// How long before the deadline the last question goes out, and how much
+// longer a rank that waits only on waiting ranks gives the others before it
+// times out itself: a quarter of the timeout, 50 ms to 1 s.
+double lead_s(double timeout_s) { return std::clamp(0.25 * timeout_s, 0.05, 1.0); }
+
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
 }  // namespace
 
 StallInspector::StallInspector(int rank, int size, double threshold_s)
@@ -51,10 +60,11 @@ void StallInspector::begin(const transport::MessageMeta& meta, const char* name,
   bytes_ = bytes;
   started_ = now;
   last_ask_ = TimePoint::max();
-  next_ask_ = threshold_s_ > 0 ? now + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(threshold_s_))
-                               : TimePoint::max();
+  next_ask_ = threshold_s_ > 0 ? now + seconds(threshold_s_) : TimePoint::max();
   report_at_ = TimePoint::max();
+  deadline_ = now + seconds(timeout_s);
+  final_ask_ = deadline_ - seconds(lead_s(timeout_s));
+  final_asked_at_ = {};
 }
 
 void StallInspector::end() { active_ = false; }
@@ -97,20 +107,59 @@ TimePoint StallInspector::on_block(TimePoint now) noexcept {
     if (!active_) return TimePoint::max();
     if (now >= next_ask_) {
       ask_all(now);
-      report_at_ = now + std::chrono::duration_cast<Clock::duration>(
-                             std::chrono::duration<double>(grace_s(threshold_s_)));
-      next_ask_ = now + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(threshold_s_));
+      report_at_ = now + seconds(grace_s(threshold_s_));
+      next_ask_ = now + seconds(threshold_s_);
     }
     if (now >= report_at_) {
       report_at_ = TimePoint::max();
       PTC_LOG(kWarn, report());
     }
-    return std::min(next_ask_, report_at_);
+    if (final_asked_at_ == TimePoint{} && now >= final_ask_) {
+      ask_all(now);  // silently: what it learns goes into a timeout's message
+      final_asked_at_ = now;
+    }
+    TimePoint final = final_asked_at_ == TimePoint{} ? final_ask_ : TimePoint::max();
+    return std::min({next_ask_, report_at_, final});
   } catch (...) {
     // Diagnostics must never fail a collective; PYTFCOMM_TIMEOUT still applies.
     return TimePoint::max();
   }
+}
+
+transport::StallVerdict StallInspector::on_deadline(TimePoint /*now*/) noexcept {
+  transport::StallVerdict v;
+  if (!active_ || final_asked_at_ == TimePoint{}) return v;
+  try {
+    // A rank that did not answer the last question is not inside pytfcomm
+    // (hung, stopped, late); one that answered from an older collective is
+    // stuck there. Every other rank is waiting like this one.
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const PeerView& pv = peers_[static_cast<size_t>(p)];
+      std::string who = transport_ ? transport_->describe_peer(p) : str_cat("rank ", p);
+      std::string why;
+      if (pv.heard_at == TimePoint{} || pv.heard_at < final_asked_at_) {
+        why = str_cat(who, " has not joined this collective or stopped answering (no reply to a ",
+                      "status query: hung, stopped, or busy outside pytfcomm)");
+      } else if (pv.meta.seq < meta_.seq) {
+        why = str_cat(who, " is still in ", kind_name(pv.meta.kind), " #", pv.meta.seq);
+      } else {
+        continue;
+      }
+      v.culprits.push_back(p);
+      v.text += (v.text.empty() ? "" : "; ") + why;
+    }
+    bool direct = false;
+    if (transport_) {
+      for (int p : transport_->pending_peers()) {
+        direct |= std::find(v.culprits.begin(), v.culprits.end(), p) != v.culprits.end();
+      }
+    }
+    if (!v.culprits.empty() && !direct) v.wait_until = deadline_ + seconds(lead_s(timeout_s_));
+  } catch (...) {
+    return {};  // diagnostics never fail anything; the plain timeout stands
+  }
+  return v;
 }
 
 std::string StallInspector::report() const {

@@ -13,6 +13,10 @@
 // asker names every rank that neither answered nor asked as one that has
 // not joined. Nothing of this runs unless a wait blocks; a collective that
 // makes progress never calls it, and it never throws.
+//
+// Shortly before the collective's deadline it asks once more, silently, so
+// that a timeout names the rank that holds the job back (on_deadline) even
+// on a rank that only waits on another waiting rank.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +30,8 @@ namespace pytfcomm {
 
 class StallInspector : public transport::StatusObserver {
  public:
-  // threshold_s <= 0: never warn or ask, but still answer other ranks.
+  // threshold_s <= 0: never warn (but still answer other ranks, and ask
+  // before the deadline).
   StallInspector(int rank, int size, double threshold_s);
 
   void attach(transport::Transport* t) { transport_ = t; }
@@ -40,6 +45,7 @@ class StallInspector : public transport::StatusObserver {
 
   TimePoint on_block(TimePoint now) noexcept override;
   void on_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override;
+  transport::StallVerdict on_deadline(TimePoint now) noexcept override;
 
   // The warning as it would be logged now.
   std::string report() const;
@@ -71,6 +77,9 @@ class StallInspector : public transport::StatusObserver {
   TimePoint last_ask_ = TimePoint::max();
   TimePoint next_ask_ = TimePoint::max();
   TimePoint report_at_ = TimePoint::max();
+  TimePoint deadline_ = TimePoint::max();
+  TimePoint final_ask_ = TimePoint::max();  // when to ask before the deadline
+  TimePoint final_asked_at_{};              // {}: not yet
 };
 
 }  // namespace pytfcomm

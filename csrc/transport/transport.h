@@ -46,6 +46,16 @@ enum StatusFlags : uint32_t {
   kStatusAllFlags = 3,
 };
 
+// What a status observer learned about a wait that reached its deadline.
+struct StallVerdict {
+  std::vector<int> culprits;  // ranks holding the collective back (hung, late, behind)
+  std::string text;           // a sentence naming them and their hosts ("": nothing known)
+  // Later than the deadline: this rank waits only on ranks that are
+  // themselves waiting, so it waits this long more and lets a rank that
+  // waits on a culprit directly time out first (and tell it why).
+  TimePoint wait_until{};
+};
+
 // Told about the transport's waits; all calls come from the waiting thread.
 class StatusObserver {
  public:
@@ -55,6 +65,9 @@ class StatusObserver {
   virtual TimePoint on_block(TimePoint now) noexcept = 0;
   // A peer's status frame arrived (between data frames, never inside one).
   virtual void on_status(int peer, const MessageMeta& meta, uint32_t flags) noexcept = 0;
+  // The wait passed its deadline; the transport times out with this in its
+  // message unless the verdict asks it to wait a little longer.
+  virtual StallVerdict on_deadline(TimePoint now) noexcept { return {}; }
 };
 
 class Transport {

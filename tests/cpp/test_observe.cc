@@ -1,5 +1,5 @@
 // The timeline's file naming, STAT frame validation, and the stall inspector
-// with ranks as threads (one of them late).
+// with ranks as threads (one of them late, or away past the deadline).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -71,6 +71,54 @@ TEST(StallInspector, NamesTheLateRank) {
   EXPECT_EQ(err.find("Holding it back: rank 0"), std::string::npos) << err;
   EXPECT_EQ(err.find("Holding it back: rank 2"), std::string::npos) << err;
 }
+
+// Three ranks as threads; rank 1 stays away from its second all-reduce
+// (like a stopped process: it answers nothing). Rank 2 waits on it directly;
+// rank 0 waits on rank 2 and, with the shorter timeout, reaches its deadline
+// first. Every waiting rank must name rank 1 and its address in its
+// timeout, and rank 2 must raise a timeout, not a relayed "lost peer".
+class HangTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HangTest, EveryWaitingRankNamesTheHungRank) {
+  const int n = 3, port = testing_util::free_port();
+  std::vector<std::string> what(n);
+  std::vector<ErrorKind> kind(n, ErrorKind::kInternal);
+  std::vector<double> took(n, 0);
+  auto errors = testing_util::on_threads(n, [&](int r) {
+    CommOptions o = testing_util::loopback_options(r, n, port);
+    o.host_id = "one-host";
+    o.transport = GetParam();
+    o.stall_warning_s = 0;  // silent: the probe before the deadline still runs
+    Communicator c(o);
+    std::vector<float> x(1 << 16, 1.0f), y(x.size());
+    c.allreduce(x.data(), y.data(), x.size(), DType::kFloat32, ReduceOp::kSum, Algorithm::kRing, 5);
+    if (r == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      return;  // its communicator closes; the others are done by now
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      c.allreduce(x.data(), y.data(), x.size(), DType::kFloat32, ReduceOp::kSum, Algorithm::kRing,
+                  r == 0 ? 1.0 : 1.4);
+    } catch (const Error& e) {
+      what[static_cast<size_t>(r)] = e.what();
+      kind[static_cast<size_t>(r)] = e.kind();
+    }
+    took[static_cast<size_t>(r)] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  for (int r : {0, 2}) {
+    const std::string& w = what[static_cast<size_t>(r)];
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    EXPECT_EQ(kind[static_cast<size_t>(r)], ErrorKind::kTimeout) << "rank " << r << ": " << w;
+    EXPECT_NE(w.find("rank 1 (127.0.0.1:"), std::string::npos) << "rank " << r << ": " << w;
+    EXPECT_LT(took[static_cast<size_t>(r)], 2.4) << "rank " << r;
+  }
+  // Rank 0 waited on rank 2 only, yet knew that rank 1 never answered.
+  EXPECT_NE(what[0].find("has not joined this collective"), std::string::npos) << what[0];
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, HangTest, ::testing::Values("tcp", "shm"));
 
 }  // namespace
 }  // namespace pytfcomm

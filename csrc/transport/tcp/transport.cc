@@ -121,7 +121,9 @@ std::string PairTransport::describe_peer(int peer) const {
   if (peer < 0 || peer >= static_cast<int>(peers_.size())) return str_cat("rank ", peer);
   const PeerInfo& p = peers_[peer];
   bool shm = peer < static_cast<int>(pairs_.size()) && pairs_[peer] && pairs_[peer]->polled();
-  return str_cat("rank ", peer, " (", p.host, ":", p.port, shm ? ", shared memory" : "", ")");
+  // The last rank listens nowhere (port 0): its host alone names it.
+  std::string port = p.port ? str_cat(":", p.port) : "";
+  return str_cat("rank ", peer, " (", p.host, port, shm ? ", shared memory" : "", ")");
 }
 
 Pair& PairTransport::pair(int peer) {
@@ -171,16 +173,43 @@ bool PairTransport::progress_all() {
   return moved;
 }
 
-void PairTransport::check_deadline() {
-  if (Clock::now() < deadline_) return;
-  std::string waiting;
-  for (int peer : active_) {
-    waiting += str_cat(waiting.empty() ? "" : ", ", describe_peer(peer));
-    pairs_[peer]->mark_gone();  // a hung rank would not read our last words
+void PairTransport::set_deadline(TimePoint deadline) {
+  deadline_ = deadline;
+  timeout_s_ = 0;
+  if (deadline != TimePoint::max()) {
+    timeout_s_ = std::chrono::duration<double>(deadline - Clock::now()).count();
   }
-  PTC_THROW(kTimeout, "timed out in ", context_, " waiting for ",
-            waiting.empty() ? "peers" : waiting,
-            ": that rank is hung, stopped or far behind (PYTFCOMM_TIMEOUT sets the deadline)");
+  extra_s_ = 0;
+}
+
+void PairTransport::check_deadline() {
+  TimePoint now = Clock::now();
+  if (now < deadline_) return;
+  // The stall inspector asked every rank shortly before; it knows who did
+  // not answer, which a rank that waits on another waiting rank cannot see.
+  transport::StallVerdict v;
+  if (observer_) v = observer_->on_deadline(now);
+  if (v.wait_until > now) {
+    extra_s_ = std::chrono::duration<double>(v.wait_until - deadline_).count();
+    deadline_ = v.wait_until;
+    return;
+  }
+  std::vector<int> waited = pending_peers();
+  std::string waiting;
+  for (int peer : waited) waiting += str_cat(waiting.empty() ? "" : ", ", describe_peer(peer));
+  // A hung rank would not read our last words: give it none (abort() then
+  // does not wait for it). Without a verdict, suspect those we wait on.
+  for (int peer : v.culprits.empty() ? waited : v.culprits) {
+    if (peer >= 0 && peer < size() && pairs_[peer]) pairs_[peer]->mark_gone();
+  }
+  auto round = [](double x) { return static_cast<int64_t>(x * 100 + 0.5) / 100.0; };
+  std::string extra =
+      extra_s_ > 0 ? str_cat(" (and ", round(extra_s_), " s more: the ranks it waits on wait too)")
+                   : "";
+  PTC_THROW(kTimeout, "timed out after ", round(timeout_s_), " s", extra, " in ", context_,
+            " waiting for ", waiting.empty() ? "peers" : waiting,
+            v.text.empty() ? ": that rank is hung, stopped or far behind" : "; " + v.text,
+            " (PYTFCOMM_TIMEOUT sets the deadline)");
 }
 
 // Socket readiness and liveness: a closed socket marks a shared-memory peer

@@ -40,7 +40,7 @@ class PairTransport : public transport::Transport {
   void wait(transport::Handle h) override;
   bool test(transport::Handle h) override;
   void wait_all() override;
-  void set_deadline(TimePoint deadline) override { deadline_ = deadline; }
+  void set_deadline(TimePoint deadline) override;
   void set_context(const std::string& what) override { context_ = what; }
   void abort(const std::string& reason, ErrorKind why) noexcept override;
   std::string describe_peer(int peer) const override;
@@ -93,6 +93,8 @@ class PairTransport : public transport::Transport {
   int64_t spin_us_;
   bool yield_cpu_;
   TimePoint deadline_ = TimePoint::max();
+  double timeout_s_ = 0;  // what set_deadline() asked for, for messages
+  double extra_s_ = 0;    // how much the stall verdict added to it
   std::string context_ = "a collective";
   bool aborted_ = false;
   transport::StatusObserver* observer_ = nullptr;

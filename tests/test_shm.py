@@ -3,6 +3,7 @@ whether the job ends normally, by an exception, or by a rank killed with SIGKILL
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 
@@ -65,6 +66,9 @@ def test_killed_rank_is_detected_and_leaves_nothing() -> None:
         ok, res = outcomes[r]
         assert ok, res
         assert res["type"] == "PeerLostError", res
+        # Named with its address by both survivors, even the one that learns
+        # of it from the other's abort note.
+        assert re.search(r"rank 2 \(127\.0\.0\.1[:,)]", res["message"]), res
         assert res["seconds"] < 5, res
     assert not outcomes[2][0]  # killed: no result
     assert segments_of(pids) == []

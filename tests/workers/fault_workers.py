@@ -2,7 +2,8 @@
 
 One rank (the victim) injures itself while every rank is busy with
 collectives; the survivors report what they raised, when, and whether the
-communicator released its threads and descriptors.
+communicator released its threads and descriptors. The transport comes from
+PYTFCOMM_TRANSPORT.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from pathlib import Path
 import numpy as np
 
 import pytfcomm
-
-VICTIM = 1
 
 
 def _fds() -> dict[str, str]:
@@ -51,8 +50,15 @@ def _shutdown_sockets() -> None:
             s.close()
 
 
+def _mark(mark: Path) -> None:
+    """Record the moment of injury; atomically, as survivors poll for the file."""
+    tmp = mark.with_name(f"{mark.name}.{os.getpid()}.tmp")
+    tmp.write_text(repr(time.time()))
+    os.replace(tmp, mark)
+
+
 def _injure(kind: str, mark: Path) -> None:
-    mark.write_text(repr(time.time()))
+    _mark(mark)
     if kind == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif kind == "sigstop":
@@ -61,21 +67,25 @@ def _injure(kind: str, mark: Path) -> None:
         _shutdown_sockets()
 
 
-def fault(rank: int, size: int, addr: str, kind: str, timeout: float) -> dict:
+def fault(rank: int, size: int, addr: str, kind: str, timeout: float, victim: int) -> dict:
     fds0, tasks0 = _fds(), _tasks()
     comm = pytfcomm.init(rank=rank, size=size, addr=addr, timeout=timeout)
     x = np.ones(1 << 18, np.float32)  # 1 MiB: several pipeline segments in flight
     comm.allreduce(x)
-    comm.barrier()
     mark = Path(f"injured-{kind}")  # the harness runs every rank in one temp dir
-    if rank == VICTIM:
+    if rank == victim:
+        comm.barrier()
         if kind == "exit_early":
             comm.close()  # leaves cleanly while the others still expect it
-            mark.write_text(repr(time.time()))
+            _mark(mark)
             return {"victim": True}
         threading.Timer(0.2, _injure, (kind, mark)).start()
-    out: dict = {"victim": rank == VICTIM}
+    out: dict = {"victim": rank == victim}
     try:
+        if rank != victim:
+            # The departed victim's neighbours may learn of it while others
+            # are still in this barrier.
+            comm.barrier()
         for _ in range(10_000):
             comm.allreduce(x)
         out["type"] = None

@@ -25,8 +25,6 @@ class ByteStream {
   virtual ssize_t read_some(void* data, size_t n) = 0;
   // Like read_some but leaves the bytes in the stream.
   virtual ssize_t peek(void* data, size_t n) = 0;
-  // Best effort, for ABORT frames: write all of iov or nothing at all.
-  virtual void write_whole_or_nothing(const iovec* iov, int n) noexcept = 0;
   // Tell the peer we are gone (it sees EOF) and release everything.
   virtual void close() noexcept = 0;
 

@@ -1,6 +1,6 @@
-// The shared-memory byte stream on its own (wrap-around, peeks, whole-or-
-// nothing writes, a dead or misbehaving peer), then whole communicators with
-// each transport forced, ranks as threads.
+// The shared-memory byte stream on its own (wrap-around, peeks, the abort
+// note beside a full ring, a dead or misbehaving peer), then whole
+// communicators with each transport forced, ranks as threads.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -15,6 +15,7 @@
 #include "test_util.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/stream.h"
+#include "transport/wire.h"
 
 namespace pytfcomm {
 namespace {
@@ -78,21 +79,23 @@ TEST(ShmStream, BytesArriveInOrderAcrossManyWraps) {
   EXPECT_TRUE(std::equal(got.begin(), got.end(), sent.begin()));
 }
 
-TEST(ShmStream, FullRingWouldBlockAndWholeOrNothingKeepsFramesIntact) {
+TEST(ShmStream, FullRingWouldBlockButTheAbortNoteGetsThrough) {
   Loop l;
   std::vector<char> big(5000, 'x');
   iovec iov{big.data(), big.size()};
   EXPECT_EQ(l.a->writev_some(&iov, 1), 4096 - 8);  // fills the ring (8: the record tag)
   EXPECT_EQ(l.a->writev_some(&iov, 1), -1);
   EXPECT_EQ(errno, EAGAIN);
-  char frame[64] = {'A'};
-  iovec f{frame, sizeof(frame)};
-  l.a->write_whole_or_nothing(&f, 1);  // no room: nothing written
+  std::string note;
+  uint32_t flags = 0;
+  EXPECT_FALSE(l.b->peer_note(&note, &flags));
+  EXPECT_TRUE(l.a->leave_note("lost rank 7", 11, wire::kAbortTimeout));
+  EXPECT_TRUE(l.a->leave_note("second words", 12, 0));  // only the first one counts
+  ASSERT_TRUE(l.b->peer_note(&note, &flags));
+  EXPECT_EQ(note, "lost rank 7");
+  EXPECT_EQ(flags, uint32_t{wire::kAbortTimeout});
   std::vector<char> out(4096);
-  EXPECT_EQ(l.b->read_some(out.data(), out.size()), 4096 - 8);
-  l.a->write_whole_or_nothing(&f, 1);
-  EXPECT_EQ(l.b->read_some(out.data(), out.size()), 64);
-  EXPECT_EQ(out[0], 'A');
+  EXPECT_EQ(l.b->read_some(out.data(), out.size()), 4096 - 8);  // the data is untouched
 }
 
 TEST(ShmStream, DeadPeerReadsAsEofOnceDrained) {

@@ -93,7 +93,7 @@ bool ShmStream::next_record() {
   return true;
 }
 
-ssize_t ShmStream::write_records(const iovec* iov, int n, bool allow_ref) {
+ssize_t ShmStream::writev_some(const iovec* iov, int n) {
   if (closed_ || peer_gone_) {
     errno = EPIPE;
     return -1;
@@ -112,7 +112,7 @@ ssize_t ShmStream::write_records(const iovec* iov, int n, bool allow_ref) {
     if (len == 0) continue;
     if (room < 2 * kTagBytes) break;
     uint64_t k = std::min(len, kMaxRecord);
-    if (allow_ref && ref_.send_from > 0 && len >= ref_.send_from) {
+    if (ref_.send_from > 0 && len >= ref_.send_from) {
       uint64_t rec[2] = {k | kByReference, reinterpret_cast<uint64_t>(iov[i].iov_base)};
       copy_to_ring(out_, out_head_, rec, sizeof(rec));
       out_head_ += sizeof(rec);
@@ -136,8 +136,6 @@ ssize_t ShmStream::write_records(const iovec* iov, int n, bool allow_ref) {
   peer_bell_.ring();
   return static_cast<ssize_t>(wrote);
 }
-
-ssize_t ShmStream::writev_some(const iovec* iov, int n) { return write_records(iov, n, true); }
 
 ssize_t ShmStream::read_some(void* data, size_t n) {
   if (closed_) {
@@ -223,14 +221,6 @@ ssize_t ShmStream::peek(void* data, size_t n) {
   }
   copy_from_ring(in_, in_tail_ + kTagBytes, data, n);
   return static_cast<ssize_t>(n);
-}
-
-void ShmStream::write_whole_or_nothing(const iovec* iov, int n) noexcept {
-  if (closed_ || peer_gone_) return;
-  uint64_t need = 0;
-  for (int i = 0; i < n; ++i) need += kTagBytes + pad8(iov[i].iov_len);
-  if (writable() < need || corrupt_) return;
-  (void)write_records(iov, n, false);
 }
 
 uint64_t ShmStream::released() {

@@ -49,7 +49,6 @@ class ShmStream : public transport::ByteStream {
   ssize_t writev_some(const iovec* iov, int n) override;
   ssize_t read_some(void* data, size_t n) override;
   ssize_t peek(void* data, size_t n) override;
-  void write_whole_or_nothing(const iovec* iov, int n) noexcept override;
   void close() noexcept override;
   int liveness_fd() const override { return sock_.get(); }
   bool needs_polling() const override { return true; }
@@ -61,7 +60,6 @@ class ShmStream : public transport::ByteStream {
   bool peer_note(std::string* text, uint32_t* flags) const override;
 
  private:
-  ssize_t write_records(const iovec* iov, int n, bool allow_ref);
   uint64_t readable();  // bytes published in the inbound ring; sets corrupt_
   uint64_t writable();
   bool next_record();  // parse the next tag if one is there; false if none

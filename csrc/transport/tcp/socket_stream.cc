@@ -36,11 +36,6 @@ ssize_t SocketStream::peek(void* data, size_t n) {
   return r;
 }
 
-void SocketStream::write_whole_or_nothing(const iovec* iov, int n) noexcept {
-  // A small frame into an idle socket's buffer: in practice all or nothing.
-  (void)writev_some(iov, n);
-}
-
 void SocketStream::shutdown_write() noexcept {
   if (fd_.valid()) ::shutdown(fd_.get(), SHUT_WR);
 }

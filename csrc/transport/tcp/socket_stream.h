@@ -13,7 +13,6 @@ class SocketStream : public transport::ByteStream {
   ssize_t writev_some(const iovec* iov, int n) override;
   ssize_t read_some(void* data, size_t n) override;
   ssize_t peek(void* data, size_t n) override;
-  void write_whole_or_nothing(const iovec* iov, int n) noexcept override;
   void close() noexcept override;
   int liveness_fd() const override { return fd_.get(); }
   bool needs_polling() const override { return false; }

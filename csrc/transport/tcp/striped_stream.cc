@@ -130,12 +130,6 @@ ssize_t StripedStream::peek(void* data, size_t n) {
   return static_cast<ssize_t>(total);
 }
 
-void StripedStream::write_whole_or_nothing(const iovec* iov, int n) noexcept {
-  // Small frames into idle buffers, as for one socket: in practice all or
-  // nothing, even when the frame crosses into the next stripe.
-  (void)writev_some(iov, n);
-}
-
 void StripedStream::shutdown_write() noexcept {
   for (Fd& f : fds_) {
     if (f.valid()) ::shutdown(f.get(), SHUT_WR);

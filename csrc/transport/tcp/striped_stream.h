@@ -23,7 +23,6 @@ class StripedStream : public transport::ByteStream {
   ssize_t writev_some(const iovec* iov, int n) override;
   ssize_t read_some(void* data, size_t n) override;
   ssize_t peek(void* data, size_t n) override;
-  void write_whole_or_nothing(const iovec* iov, int n) noexcept override;
   void close() noexcept override;
   void shutdown_write() noexcept override;
   size_t unsent() const noexcept override;

@@ -86,6 +86,6 @@ def stopped_rank(
         comm.allreduce(x)
         return {"error": None}
     except pytfcomm.CommError as exc:
-        return {"error": type(exc).__name__}
+        return {"error": type(exc).__name__, "message": str(exc)}
     finally:
         comm.close()

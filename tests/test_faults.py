@@ -3,8 +3,9 @@ rank is detected by every survivor, in time, every time, and every survivor
 names it with its address (issue 6).
 
 Each case runs several times (3 and 4 ranks, victims in different ring
-positions) over TCP and over shared memory; the detection times measured here
-are the ones reported in docs/reliability.md.
+positions) over TCP, over shared memory and over striped TCP (several
+connections per pair); the detection times measured here are the ones
+reported in docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -36,17 +37,24 @@ def _run_until_survivors_finish(
     n: int, kind: str, timeout: float, victim: int, transport: str
 ) -> list[tuple[bool, Any]]:
     """Like run_ranks, but a stopped victim is killed as soon as the survivors are done."""
+    env = {"PYTFCOMM_TRANSPORT": transport}
+    per_rank_env = None
+    if transport == "striped":
+        # Every rank on its own (simulated) host: 3 TCP connections per pair,
+        # bytes dealt across them in 64 KiB stripes (docs/transports.md).
+        env = {"PYTFCOMM_TCP_STREAMS": "3", "PYTFCOMM_TCP_STRIPE_BYTES": "65536"}
+        per_rank_env = [{"PYTFCOMM_HOST_ID": f"host{r}"} for r in range(n)]
     with tempfile.TemporaryDirectory(prefix="pytfcomm-fault-") as tmp:
         workdir = Path(tmp)
         procs, results, _ = start_ranks(
             n, "fault_workers:fault", kind, timeout, victim, workdir=workdir,
-            env={"PYTFCOMM_TRANSPORT": transport},
+            env=env, per_rank_env=per_rank_env,
         )
         outcomes = collect_survivors(procs, results, workdir, victim)
     return [outcomes[r] for r in range(n)]
 
 
-@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("transport", ["tcp", "shm", "striped"])
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_every_survivor_names_the_lost_rank(kind: str, transport: str) -> None:
     allowed, limit = CASES[kind]

@@ -10,7 +10,7 @@ import numpy as np
 
 import pytfcomm
 
-SMALL = 1024  # float32 elements: 4 KiB, recursive doubling under auto
+SMALL = 1024  # float32 elements: 4 KiB, one-shot (shm) or recursive doubling (tcp) under auto
 LARGE = 1 << 18  # 1 MiB: ring (or hierarchical across hosts) under auto
 
 

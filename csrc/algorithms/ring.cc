@@ -2,7 +2,9 @@
 // segment reduced (or received) at step s is sent on at step s+1 at once, so
 // reducing one segment overlaps moving the next, and phases flow into each
 // other without a global barrier.
+#include <cstdint>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "algorithms/algorithms.h"
@@ -13,6 +15,12 @@ namespace pytfcomm::algorithms {
 namespace {
 
 constexpr int kSlots = 4;  // receives posted ahead of the one being reduced
+// Sends go out at most this many bytes ahead of this rank's receives. Step
+// 0's (this rank's own data) are all ready at once: unpaced, a rank pushed a
+// whole chunk at a peer that had only kSlots receives posted, filling its
+// kernel receive queue, and loopback TCP then fell into loss recovery that
+// stalled both ranks for seconds to minutes (docs/transports.md).
+constexpr size_t kSendAheadBytes = 2 << 20;
 constexpr transport::Handle kNoHandle = ~transport::Handle{0};
 
 struct Unit {
@@ -52,22 +60,51 @@ void run_ring(const Context& c, const Group& g, Phase phase, const char* in, cha
     }
   }
   char* slots = do_rs ? static_cast<char*>(c.workspace.get(0, kSlots * seg_elems * es)) : nullptr;
-  // Last send of each reduce-scatter step: an all-gather receive into the
-  // same chunk must wait for it (the send may still be reading that memory).
-  std::vector<transport::Handle> rs_last_send(static_cast<size_t>(std::max(rs_steps, 1)),
-                                              kNoHandle);
 
-  // Step 0 sends: my own contribution to chunk me-1 (reduce-scatter), or my
-  // chunk (all-gather only).
+  // Sends in the order the right neighbour receives them: step 0's segments,
+  // then each unit forwarded as it is ready; posted at most `ahead` segments
+  // beyond the unit being received (kSendAheadBytes).
+  struct Send {
+    const char* data;
+    size_t bytes;
+    int rs_step;  // the reduce-scatter step it belongs to (-1: all-gather)
+  };
+  std::deque<Send> ready;
+  size_t sends_queued = 0, sends_posted = 0;
+  const size_t ahead = std::max<size_t>(kSlots, kSendAheadBytes / (seg_elems * es));
+  // Last send of each reduce-scatter step, by queue index and handle: an
+  // all-gather receive into the same chunk must wait for it (the send may
+  // still be reading that memory).
+  const size_t nrs = static_cast<size_t>(std::max(rs_steps, 1));
+  std::vector<size_t> rs_last_index(nrs, SIZE_MAX);
+  std::vector<transport::Handle> rs_last_send(nrs, kNoHandle);
+  auto queue_send = [&](const char* data, size_t bytes, int step) {
+    int rs_step = step < rs_steps ? step : -1;
+    if (rs_step >= 0) rs_last_index[static_cast<size_t>(rs_step)] = sends_queued;
+    ready.push_back({data, bytes, rs_step});
+    ++sends_queued;
+  };
+  auto pump = [&](size_t limit) {
+    while (!ready.empty() && sends_posted < limit) {
+      const Send& s = ready.front();
+      auto h = t.post_send(right, s.data, s.bytes, meta);
+      if (s.rs_step >= 0) rs_last_send[static_cast<size_t>(s.rs_step)] = h;
+      ready.pop_front();
+      ++sends_posted;
+    }
+  };
+
+  // Step 0: my own contribution to chunk me-1 (reduce-scatter), or my chunk
+  // (all-gather only).
   {
     Range ch = split(count, n, do_rs ? wrap(me - 1, n) : me);
     const char* src = do_rs ? in : out;
     for (size_t off = 0; off < ch.count; off += seg_elems) {
       size_t k = std::min(seg_elems, ch.count - off);
-      auto h = t.post_send(right, src + (ch.begin + off) * es, k * es, meta);
-      if (do_rs) rs_last_send[0] = h;
+      queue_send(src + (ch.begin + off) * es, k * es, 0);
     }
   }
+  pump(ahead);
 
   // Timeline phases: reduce-scatter until the first all-gather unit.
   size_t first_ag = c.tracer && do_rs && do_ag ? 0 : units.size();
@@ -79,8 +116,13 @@ void run_ring(const Context& c, const Group& g, Phase phase, const char* in, cha
   auto hazard_clear = [&](size_t u, bool block) {
     int s = units[u].step;
     if (s < rs_steps || !do_rs) return true;
-    transport::Handle h = rs_last_send[static_cast<size_t>(s - rs_steps)];
-    if (h == kNoHandle) return true;
+    const size_t k = static_cast<size_t>(s - rs_steps);
+    if (rs_last_index[k] == SIZE_MAX) return true;  // that step sent nothing
+    if (rs_last_index[k] >= sends_posted) {
+      if (!block) return false;
+      pump(rs_last_index[k] + 1);  // queued already: post it to wait on it
+    }
+    transport::Handle h = rs_last_send[k];
     if (block) {
       t.wait(h);
       return true;
@@ -96,6 +138,7 @@ void run_ring(const Context& c, const Group& g, Phase phase, const char* in, cha
 
   for (size_t u = 0; u < units.size(); ++u) {
     if (u == first_ag) trace.next("all_gather", right);
+    pump(u + ahead);
     while (posted < units.size() && posted < u + kSlots && hazard_clear(posted, false)) {
       post(posted);
     }
@@ -115,11 +158,9 @@ void run_ring(const Context& c, const Group& g, Phase phase, const char* in, cha
         reduce(dst, slot, mine, x.count, dt, op);
       }
     }
-    if (x.step + 1 < steps) {
-      auto h = t.post_send(right, dst, x.count * es, meta);
-      if (x.step + 1 < rs_steps) rs_last_send[static_cast<size_t>(x.step + 1)] = h;
-    }
+    if (x.step + 1 < steps) queue_send(dst, x.count * es, x.step + 1);
   }
+  pump(SIZE_MAX);
   t.wait_all();
 }
 

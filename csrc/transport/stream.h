@@ -59,6 +59,9 @@ class ByteStream {
   // yet (0 where that cannot be known).
   virtual void shutdown_write() noexcept {}
   virtual size_t unsent() const noexcept { return 0; }
+  // Streams over kernel sockets may read what arrived into memory before
+  // anyone asked for it (tcp/read_ahead_stream.h); true if bytes moved.
+  virtual bool read_ahead() noexcept { return false; }
 };
 
 }  // namespace pytfcomm::transport

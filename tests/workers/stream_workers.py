@@ -67,3 +67,22 @@ def init_only(rank: int, size: int, addr: str) -> dict:
             return {"type": None}
     except pytfcomm.CommError as exc:
         return _describe(exc)
+
+
+def big_exchanges(rank: int, size: int, addr: str, iters: int) -> dict:
+    """Back-to-back 64 MiB all-reduces, all-gathers and broadcasts over TCP with
+    small pipeline segments: the pattern that used to wedge loopback TCP."""
+    worst, bad = 0.0, 0
+    with pytfcomm.init(rank=rank, size=size, addr=addr, transport="tcp", timeout=30) as comm:
+        x = np.full((64 << 20) // 4, rank + 1, np.float32)
+        y = np.empty_like(x)
+        half = np.full(x.size // size, rank, np.float32)
+        for i in range(iters):
+            t0 = time.monotonic()
+            comm.allreduce(x, out=y)
+            bad += int(y[0] != size * (size + 1) / 2 or y[-1] != y[0])
+            g = comm.allgather(half)
+            bad += int(g[0] != 0 or g[-1] != size - 1)
+            comm.broadcast(y, root=i % size)
+            worst = max(worst, time.monotonic() - t0)
+    return {"bad": bad, "worst": worst}

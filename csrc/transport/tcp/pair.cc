@@ -51,7 +51,13 @@ bool Pair::progress(const std::string& context) {
   bool moved = false;
   if (!sends_.empty()) moved |= progress_send(context);
   if (!unreleased_.empty()) moved |= complete_released(context);
-  if (!recvs_.empty()) moved |= progress_recv(context);
+  if (!recvs_.empty()) {
+    moved |= progress_recv(context);
+  } else if (!polled()) {
+    // Nothing posted to receive into, yet this pair is busy (sends): keep
+    // the kernel's receive queue empty anyway (read_ahead_stream.h).
+    moved |= stream_->read_ahead();
+  }
   return moved;
 }
 

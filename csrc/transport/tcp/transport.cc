@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/param.h"
+#include "transport/tcp/read_ahead_stream.h"
 #include "transport/tcp/socket_stream.h"
 #include "transport/tcp/striped_stream.h"
 #include "transport/wire_check.h"
@@ -72,13 +73,18 @@ PairTransport::PairTransport(int rank, BootstrapResult boot, shm::LocalLinks shm
         set_nonblocking(fd.get());
         tune_data_socket(fd.get(), sockbuf);
       }
-      if (fds.size() == 1) {
+      const size_t conns = fds.size();
+      if (conns == 1) {
         stream = std::make_unique<SocketStream>(std::move(fds.front()));
       } else {
-        name.insert(name.size() - 1, str_cat(", ", fds.size(), " TCP streams"));
+        name.insert(name.size() - 1, str_cat(", ", conns, " TCP streams"));
         stream = std::make_unique<StripedStream>(std::move(fds),
                                                  static_cast<size_t>(params().tcp_stripe_bytes));
       }
+      // Room for what the kernel may queue (it doubles SO_RCVBUF), per connection.
+      size_t queue = sockbuf > 0 ? 2 * static_cast<size_t>(sockbuf) : size_t{8} << 20;
+      stream = std::make_unique<ReadAheadStream>(std::move(stream),
+                                                 std::min<size_t>(queue * conns, size_t{64} << 20));
       ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     }
     ev.data.u32 = static_cast<uint32_t>(r);

@@ -4,8 +4,9 @@ A ring used to post a whole chunk of sends at once while its peer had only
 a few receives posted; the peer's kernel receive queue filled, and loopback
 TCP then fell into loss recovery whose retransmission timer backed off to
 minutes: both ranks stalled until the deadline (seen in 1 of 5 to 1 of 2
-runs of 60 iterations of this very pattern, more often on a loaded machine). Sends are now paced by receives and idle receive
-queues are read ahead (docs/transports.md)."""
+runs of 60 iterations of this very pattern, more often on a loaded
+machine). Sends are now paced by receives and idle receive queues are read
+ahead (docs/transports.md)."""
 
 from __future__ import annotations
 

@@ -47,6 +47,9 @@ def dtype_code(dtype: np.dtype) -> int:
 
 def op_code(op: str) -> int:
     """The core's code for a reduction name."""
+    code = OPS.get(op) if isinstance(op, str) else None
+    if code is not None:
+        return code
     if not isinstance(op, str) or op.lower() not in OPS:
         raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
     return OPS[op.lower()]
@@ -54,6 +57,9 @@ def op_code(op: str) -> int:
 
 def algorithm_code(algorithm: str) -> int:
     """The core's code for an all-reduce algorithm name."""
+    code = ALGORITHMS.get(algorithm) if isinstance(algorithm, str) else None
+    if code is not None:
+        return code
     if not isinstance(algorithm, str) or algorithm.lower() not in ALGORITHMS:
         raise InvalidArgumentError(
             f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}"

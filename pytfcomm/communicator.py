@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import zlib
 from collections.abc import Sequence
@@ -11,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from . import _cluster, _core, _dlpack
-from ._dtypes import algorithm_code, dtype_code, op_code
+from ._dtypes import _CODE_CACHE as _DTYPE_CODES
+from ._dtypes import ALGORITHMS, OPS, algorithm_code, dtype_code, op_code
 from ._fusion import AllreduceHandle, as_array_list, check_fusion_bytes, list_tag
 from .errors import CommClosedError, ConfigError, InvalidArgumentError
 
@@ -57,7 +59,14 @@ def _check_out(out: object, like_shape: tuple[int, ...], dtype: np.dtype) -> np.
 
 def shape_tag(shape: tuple[int, ...]) -> int:
     """A 32-bit digest of a shape, carried with collectives to catch shape mismatches."""
-    return zlib.crc32(repr(tuple(int(d) for d in shape)).encode()) & 0xFFFFFFFF
+    return _shape_tag(tuple(int(d) for d in shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape_tag(shape: tuple[int, ...]) -> int:
+    # Cached: a training loop reduces the same few shapes over and over, and
+    # hashing them again costs about a microsecond per call.
+    return zlib.crc32(repr(shape).encode()) & 0xFFFFFFFF
 
 
 class Communicator:
@@ -148,6 +157,20 @@ class Communicator:
         gets bitwise-identical results. DLPack tensors (CuPy, PyTorch) work too:
         CUDA ones through NCCL or staging (docs/gpu.md).
         """
+        if type(x) is np.ndarray and timeout is None:
+            # Fast path for the common call (an array in, a prepared or no
+            # output): small all-reduces are bound by this function's own cost.
+            dt, code, alg = _DTYPE_CODES.get(x.dtype), OPS.get(op), ALGORITHMS.get(algorithm)
+            if dt is not None and code is not None and alg is not None and x.flags.c_contiguous:
+                if out is None:
+                    out = np.empty_like(x)
+                elif not (
+                    type(out) is np.ndarray and out.dtype == x.dtype and out.shape == x.shape
+                ):
+                    out = _check_out(out, x.shape, x.dtype)
+                # The core refuses a non-contiguous or read-only `out` itself.
+                self._core.allreduce(x, out, dt, code, alg, -1.0, _shape_tag(x.shape))
+                return out
         if _dlpack.is_dlpack(x):
             kw = {"op": op, "algorithm": algorithm, "timeout": timeout}
             args = (op_code(op), algorithm_code(algorithm))
@@ -160,7 +183,7 @@ class Communicator:
         alg = algorithm_code(algorithm)
         out = np.empty_like(x) if out is None else _check_out(out, x.shape, x.dtype)
         self._core.allreduce(
-            x, out, dtype_code(x.dtype), code, alg, _timeout(timeout), shape_tag(x.shape)
+            x, out, dtype_code(x.dtype), code, alg, _timeout(timeout), _shape_tag(x.shape)
         )
         return out
 

@@ -1,5 +1,6 @@
 #include "engine/communicator.h"
 
+#include <charconv>
 #include <cstdlib>
 #include <map>
 #include <thread>
@@ -20,6 +21,11 @@ namespace pytfcomm {
 using algorithms::CollectiveKind;
 
 namespace {
+void append_decimal(std::string& s, uint64_t v) {
+  char buf[24];
+  s.append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
+}
+
 // Default polling windows before a wait blocks (PYTFCOMM_SPIN_US overrides):
 // long enough to cover a loopback round trip, short enough that an idle rank
 // stops using its core at once.
@@ -210,7 +216,14 @@ void Communicator::run(CollectiveKind kind, const char* name, DType dtype, Reduc
   meta.root = root;
   meta.count = count;
   meta.shape_tag = shape_tag;
-  std::string context = str_cat(name, " #", meta.seq, " (", dtype_name(dtype), " x ", count, ")");
+  // "allreduce #12 (float32 x 1024)", built in a reused buffer: an
+  // ostringstream here cost about as much as a whole small all-reduce.
+  std::string& context = context_;
+  context.assign(name).append(" #");
+  append_decimal(context, meta.seq);
+  context.append(" (").append(dtype_name(dtype)).append(" x ");
+  append_decimal(context, count);
+  context.push_back(')');
   transport_->set_context(context);
   double timeout = timeout_s > 0 ? timeout_s : timeout_s_;
   transport_->set_deadline(deadline_after(timeout));

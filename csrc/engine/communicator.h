@@ -110,6 +110,7 @@ class Communicator {
   uint32_t seq_ = 0;
   bool closed_ = false;
   std::string failure_;  // why the communicator was closed by an error
+  std::string context_;  // the running collective, for messages (run() reuses it)
   Algorithm last_algorithm_ = Algorithm::kAuto;
   size_t oneshot_capacity_ = 0;  // agreed by all ranks at setup (0: no one-shot)
   // Observability (docs/timeline.md, docs/reliability.md); both live until

@@ -66,9 +66,13 @@ Params load() {
   p.oneshot_bytes = env_int("PYTFCOMM_ONESHOT_BYTES", 64 << 10, 0, 1 << 20, "bytes (0 = off)");
   // Ranks on different hosts: several TCP connections per pair, bytes dealt
   // round-robin in stripes. It pays where one flow is capped by its window
-  // (long round trips) or by one core's network processing; on one host and
-  // on short links one connection is as fast, hence 1.
-  p.tcp_streams = env_int("PYTFCOMM_TCP_STREAMS", 1, 1, 16, "connections");
+  // or by one core's network processing (benchmarks/tcp_streams.py: 4
+  // connections moved 16-64 MiB 1.5x faster over veth). 0 = auto: 4, fewer
+  // in large jobs so that descriptors stay few (tcp_streams_for()).
+  const char* ts = std::getenv("PYTFCOMM_TCP_STREAMS");
+  p.tcp_streams = ts && std::string(ts) == "auto"
+                      ? 0
+                      : env_int("PYTFCOMM_TCP_STREAMS", 0, 1, 16, "connections (or auto)");
   p.tcp_stripe_bytes = env_int("PYTFCOMM_TCP_STRIPE_BYTES", 256 << 10, 4096, 1LL << 30, "bytes");
   // Tensor fusion (engine/fusion.h), defaults measured with benchmarks/fusion.py (N=2,
   // 200 tensors 4 KiB..1 MiB): 4 MiB buffers stay in cache between packing, reducing and
@@ -123,7 +127,7 @@ std::vector<std::pair<std::string, std::string>> describe_params() {
       {"PYTFCOMM_SHM_RING_BYTES", str_cat(p.shm_ring_bytes)},
       {"PYTFCOMM_SHM_BYREF_BYTES", str_cat(p.shm_by_ref_bytes)},
       {"PYTFCOMM_ONESHOT_BYTES", str_cat(p.oneshot_bytes)},
-      {"PYTFCOMM_TCP_STREAMS", str_cat(p.tcp_streams)},
+      {"PYTFCOMM_TCP_STREAMS", p.tcp_streams == 0 ? std::string("auto") : str_cat(p.tcp_streams)},
       {"PYTFCOMM_TCP_STRIPE_BYTES", str_cat(p.tcp_stripe_bytes)},
       {"PYTFCOMM_FUSION_BYTES", str_cat(p.fusion_bytes)},
       {"PYTFCOMM_FUSION_DIRECT_BYTES", str_cat(p.fusion_direct_bytes)},

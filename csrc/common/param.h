@@ -22,7 +22,7 @@ struct Params {
   int64_t shm_ring_bytes;     // PYTFCOMM_SHM_RING_BYTES: each shared-memory ring (power of 2)
   int64_t shm_by_ref_bytes;   // PYTFCOMM_SHM_BYREF_BYTES: single-copy (CMA) from here; 0: off
   int64_t oneshot_bytes;      // PYTFCOMM_ONESHOT_BYTES: one-shot all-reduce up to here; 0: off
-  int64_t tcp_streams;        // PYTFCOMM_TCP_STREAMS: connections per pair of hosts
+  int64_t tcp_streams;        // PYTFCOMM_TCP_STREAMS: connections per pair of hosts (0: auto)
   int64_t tcp_stripe_bytes;   // PYTFCOMM_TCP_STRIPE_BYTES: bytes per connection in turn
 
   // Tensor fusion (engine/fusion.h)

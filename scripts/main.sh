@@ -22,7 +22,7 @@ echo "== distributed training: 2 workers (pytfcomm-run), Keras 3 fit under pytfc
 (cd /tmp && "$VENV/bin/pytfcomm-run" -np 2 "$PY" "$OLDPWD/examples/multiworker_keras.py" --epochs 3)
 
 echo "== all-reduce benchmark, 2 processes on loopback"
-"$PY" benchmarks/allreduce.py --np "${BENCH_NP:-2}" --sizes "${BENCH_SIZES:-4K..64M}" \
+"$PY" benchmarks/allreduce.py --np "${BENCH_NP:-2}" --sizes "${BENCH_SIZES:-4K..64M}" --iters 50 \
   --json bench-results/allreduce.json --plot bench-results/allreduce.png
 echo "table, JSON and plot: bench-results/allreduce.{json,png}"
 

@@ -26,62 +26,55 @@ using tensorflow::TensorShape;
 class BroadcastOp : public AsyncOpKernel {
  public:
   explicit BroadcastOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("num_devices", &num_devices_));
-    OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
-    OP_REQUIRES_OK(c, c->GetAttr("comm_handle", &comm_handle_));
-    OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &timeout_));
+    ReadGatherAttrs(c, true, &a_);
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
     count(CounterKind::kBroadcastOps);
     std::shared_ptr<Communicator> comm;
-    if (comm_handle_ > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(comm_handle_, &comm), done);
+    if (a_.comm_handle > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(a_.comm_handle, &comm), done);
     const Tensor& in = ctx->input(0);
     if (!comm || comm->size() == 1 || in.NumElements() == 0) {
-      for (int i = 0; i < num_devices_; ++i) ctx->set_output(i, in);
+      for (int i = 0; i < a_.num_devices; ++i) ctx->set_output(i, in);
       return done();
     }
     DType dt;
     OP_REQUIRES_ASYNC(ctx, ToDType(in.dtype(), &dt),
                       absl::InvalidArgumentError("pytfcomm broadcast: unsupported dtype"), done);
     OP_REQUIRES_ASYNC(
-        ctx, root_ < comm->size(),
-        absl::InvalidArgumentError("pytfcomm broadcast: root_rank " + std::to_string(root_) +
+        ctx, a_.root < comm->size(),
+        absl::InvalidArgumentError("pytfcomm broadcast: root_rank " + std::to_string(a_.root) +
                                    " is not below size " + std::to_string(comm->size())),
         done);
     Tensor out;
     OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, in.dtype(), in.shape(), &out), done);
     // Inputs are immutable: the root sends from a copy that becomes its output.
-    if (comm->rank() == root_) std::memcpy(out.data(), in.data(), in.TotalBytes());
-    for (int i = 0; i < num_devices_; ++i) ctx->set_output(i, out);
-    RunCrossWorker(
-        comm_handle_, ctx, std::move(done), "cross-worker broadcast", [this, comm, out, dt] {
-          comm->broadcast(const_cast<char*>(out.tensor_data().data()),
-                          static_cast<size_t>(out.NumElements()), dt, root_, CoreTimeout(timeout_));
-          count(CounterKind::kCrossWorkerOps);
-        });
+    if (comm->rank() == a_.root) std::memcpy(out.data(), in.data(), in.TotalBytes());
+    for (int i = 0; i < a_.num_devices; ++i) ctx->set_output(i, out);
+    RunCrossWorker(a_.comm_handle, ctx, std::move(done), "cross-worker broadcast",
+                   [this, comm, out, dt] {
+                     comm->broadcast(const_cast<char*>(out.tensor_data().data()),
+                                     static_cast<size_t>(out.NumElements()), dt, a_.root,
+                                     CoreTimeout(a_.timeout));
+                     count(CounterKind::kCrossWorkerOps);
+                   });
   }
 
  private:
-  int num_devices_ = 1;
-  int root_ = 0;
-  int64_t comm_handle_ = 0;
-  float timeout_ = 0;
+  GatherAttrs a_;
 };
 
 class AllGatherOp : public AsyncOpKernel {
  public:
   explicit AllGatherOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("num_devices", &num_devices_));
-    OP_REQUIRES_OK(c, c->GetAttr("comm_handle", &comm_handle_));
-    OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &timeout_));
+    ReadGatherAttrs(c, false, &a_);
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
     count(CounterKind::kAllGatherOps);
-    const int n = num_devices_;
+    const int n = a_.num_devices;
     std::shared_ptr<Communicator> comm;
-    if (comm_handle_ > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(comm_handle_, &comm), done);
+    if (a_.comm_handle > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(a_.comm_handle, &comm), done);
     const bool cross = comm && comm->size() > 1;
     const Tensor& t0 = ctx->input(0);
     OP_REQUIRES_ASYNC(ctx, t0.dims() >= 1,
@@ -128,19 +121,17 @@ class AllGatherOp : public AsyncOpKernel {
     Tensor global;
     OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, t0.dtype(), global_shape, &global), done);
     for (int i = 0; i < n; ++i) ctx->set_output(i, global);
-    RunCrossWorker(comm_handle_, ctx, std::move(done), "cross-worker all-gather",
+    RunCrossWorker(a_.comm_handle, ctx, std::move(done), "cross-worker all-gather",
                    [this, comm, local, global, dt] {
                      comm->allgather(
                          local.tensor_data().data(), const_cast<char*>(global.tensor_data().data()),
-                         static_cast<size_t>(local.NumElements()), dt, CoreTimeout(timeout_));
+                         static_cast<size_t>(local.NumElements()), dt, CoreTimeout(a_.timeout));
                      count(CounterKind::kCrossWorkerOps);
                    });
   }
 
  private:
-  int num_devices_ = 1;
-  int64_t comm_handle_ = 0;
-  float timeout_ = 0;
+  GatherAttrs a_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("PytfcommBroadcast").Device(tensorflow::DEVICE_CPU), BroadcastOp);

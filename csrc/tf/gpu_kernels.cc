@@ -131,63 +131,55 @@ class AllReduceGpuOp : public AsyncOpKernel {
 class BroadcastGpuOp : public AsyncOpKernel {
  public:
   explicit BroadcastGpuOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("num_devices", &num_devices_));
-    OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
-    OP_REQUIRES_OK(c, c->GetAttr("comm_handle", &comm_handle_));
-    OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &timeout_));
+    ReadGatherAttrs(c, true, &a_);
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
     count(CounterKind::kBroadcastOps);
     std::shared_ptr<Communicator> comm;
-    if (comm_handle_ > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(comm_handle_, &comm), done);
+    if (a_.comm_handle > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(a_.comm_handle, &comm), done);
     const Tensor& in = ctx->input(0);
     if (!comm || comm->size() == 1 || in.NumElements() == 0) {
-      for (int i = 0; i < num_devices_; ++i) ctx->set_output(i, in);
+      for (int i = 0; i < a_.num_devices; ++i) ctx->set_output(i, in);
       return done();
     }
     gpu::StreamTensor t;
     OP_REQUIRES_ASYNC(ctx, ToDType(in.dtype(), &t.dtype),
                       absl::InvalidArgumentError("pytfcomm broadcast: unsupported dtype"), done);
     OP_REQUIRES_ASYNC(
-        ctx, root_ < comm->size(),
-        absl::InvalidArgumentError("pytfcomm broadcast: root_rank " + std::to_string(root_) +
+        ctx, a_.root < comm->size(),
+        absl::InvalidArgumentError("pytfcomm broadcast: root_rank " + std::to_string(a_.root) +
                                    " is not below size " + std::to_string(comm->size())),
         done);
     Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, in.shape(), &out), done);
-    for (int i = 1; i < num_devices_; ++i) ctx->set_output(i, *out);
+    for (int i = 1; i < a_.num_devices; ++i) ctx->set_output(i, *out);
     t.in = DevicePtr(in);
     t.out = DevicePtr(*out);
     t.count = static_cast<size_t>(in.NumElements());
     gpu::StreamCall call;
     call.op = gpu::StreamOp::kBroadcast;
     call.comm = comm;
-    call.comm_handle = comm_handle_;
-    call.root = root_;
-    call.timeout_s = CoreTimeout(timeout_);
+    call.comm_handle = a_.comm_handle;
+    call.root = a_.root;
+    call.timeout_s = CoreTimeout(a_.timeout);
     Enqueue(ctx, std::move(done), "GPU broadcast", std::move(call), {t});
   }
 
  private:
-  int num_devices_ = 1;
-  int root_ = 0;
-  int64_t comm_handle_ = 0;
-  float timeout_ = 0;
+  GatherAttrs a_;
 };
 
 class AllGatherGpuOp : public AsyncOpKernel {
  public:
   explicit AllGatherGpuOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("num_devices", &num_devices_));
-    OP_REQUIRES_OK(c, c->GetAttr("comm_handle", &comm_handle_));
-    OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &timeout_));
+    ReadGatherAttrs(c, false, &a_);
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
     count(CounterKind::kAllGatherOps);
     std::shared_ptr<Communicator> comm;
-    if (comm_handle_ > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(comm_handle_, &comm), done);
+    if (a_.comm_handle > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(a_.comm_handle, &comm), done);
     const bool cross = comm && comm->size() > 1;
     const Tensor& t0 = ctx->input(0);
     OP_REQUIRES_ASYNC(ctx, t0.dims() >= 1,
@@ -200,7 +192,7 @@ class AllGatherGpuOp : public AsyncOpKernel {
     row.RemoveDim(0);
     int64_t rows = 0;
     std::vector<gpu::StreamTensor> pieces;
-    for (int i = 0; i < num_devices_; ++i) {
+    for (int i = 0; i < a_.num_devices; ++i) {
       const Tensor& t = ctx->input(i);
       TensorShape tail = t.shape();
       if (t.dims() >= 1) tail.RemoveDim(0);
@@ -219,21 +211,19 @@ class AllGatherGpuOp : public AsyncOpKernel {
     shape.InsertDim(0, rows * (cross ? comm->size() : 1));
     Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, shape, &out), done);
-    for (int i = 1; i < num_devices_; ++i) ctx->set_output(i, *out);
+    for (int i = 1; i < a_.num_devices; ++i) ctx->set_output(i, *out);
     if (out->NumElements() == 0) return done();
     pieces[0].out = DevicePtr(*out);
     gpu::StreamCall call;
     call.op = gpu::StreamOp::kAllGather;
     call.comm = cross ? comm : nullptr;
-    call.comm_handle = comm_handle_;
-    call.timeout_s = CoreTimeout(timeout_);
+    call.comm_handle = a_.comm_handle;
+    call.timeout_s = CoreTimeout(a_.timeout);
     Enqueue(ctx, std::move(done), "GPU all-gather", std::move(call), std::move(pieces));
   }
 
  private:
-  int num_devices_ = 1;
-  int64_t comm_handle_ = 0;
-  float timeout_ = 0;
+  GatherAttrs a_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("PytfcommAllReduce").Device(tensorflow::DEVICE_GPU), AllReduceGpuOp);

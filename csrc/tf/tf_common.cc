@@ -109,5 +109,12 @@ void RunCrossWorker(int64_t handle, tensorflow::OpKernelContext* ctx,
       });
 }
 
+void ReadGatherAttrs(tensorflow::OpKernelConstruction* c, bool with_root, GatherAttrs* a) {
+  OP_REQUIRES_OK(c, c->GetAttr("num_devices", &a->num_devices));
+  if (with_root) OP_REQUIRES_OK(c, c->GetAttr("root_rank", &a->root));
+  OP_REQUIRES_OK(c, c->GetAttr("comm_handle", &a->comm_handle));
+  OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &a->timeout));
+}
+
 }  // namespace tf
 }  // namespace pytfcomm

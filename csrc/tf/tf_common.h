@@ -39,6 +39,16 @@ void RunCrossWorker(int64_t handle, tensorflow::OpKernelContext* ctx,
                     tensorflow::AsyncOpKernel::DoneCallback done, const char* what,
                     std::function<void()> body);
 
+// The attrs of the broadcast and all-gather ops, read alike by their CPU and
+// GPU kernels (root only for broadcast). A failure is set on `c`.
+struct GatherAttrs {
+  int num_devices = 1;
+  int root = 0;
+  int64_t comm_handle = 0;
+  float timeout = 0;
+};
+void ReadGatherAttrs(tensorflow::OpKernelConstruction* c, bool with_root, GatherAttrs* a);
+
 // Timeout attr (<= 0: the communicator's default) in the core's convention.
 inline double CoreTimeout(float seconds) { return seconds > 0 ? seconds : -1.0; }
 

@@ -24,6 +24,14 @@ inline int millis_until(TimePoint deadline, int cap_ms = 1000) {
   return left > cap_ms ? cap_ms : static_cast<int>(left) + 1;
 }
 
+// Seconds left until `deadline` as a collective's timeout argument: -1 for
+// none, at least 1 ms otherwise (0 would mean "the default").
+inline double seconds_left(TimePoint deadline) {
+  if (deadline == TimePoint::max()) return -1;
+  double s = std::chrono::duration<double>(deadline - Clock::now()).count();
+  return s > 0.001 ? s : 0.001;
+}
+
 inline double seconds_since(TimePoint t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }

@@ -12,12 +12,6 @@
 namespace pytfcomm::gpu {
 namespace {
 
-double seconds_left(TimePoint deadline) {
-  if (deadline == TimePoint::max()) return -1;
-  double s = std::chrono::duration<double>(deadline - Clock::now()).count();
-  return s > 0.001 ? s : 0.001;
-}
-
 // What each process tells the others before NCCL is set up.
 struct Hello {
   uint8_t nccl;  // can (and may) use NCCL
@@ -157,13 +151,7 @@ void Clique::raise(ncclComm_t comm, ncclResult_t r, const char* what) {
   std::string msg = str_cat(what, " failed: ", lib.ncclGetErrorString(r),
                             last.empty() ? "" : str_cat(" (", last, ")"));
   fail(str_cat("NCCL: ", msg));
-  if (r == ncclRemoteError || r == ncclSystemError) PTC_THROW(kPeerLost, "NCCL: ", msg);
-  if (r == ncclInvalidUsage || r == ncclInvalidArgument) {
-    PTC_THROW(kConfig, "NCCL: ", msg,
-              "; two TF devices on one physical GPU need NCCL >= 2.30 with "
-              "NCCL_MULTI_RANK_GPU_ENABLE=1, or PYTFCOMM_GPU_TRANSPORT=staged");
-  }
-  PTC_THROW(kInternal, "NCCL: ", msg);
+  throw_nccl_error(r, msg);
 }
 
 void Clique::settle(size_t i, ncclResult_t r, const char* what, TimePoint deadline) {

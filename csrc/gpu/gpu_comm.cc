@@ -26,12 +26,6 @@ uint32_t digest(std::initializer_list<uint64_t> fields) {
   return h == 0 ? 1 : h;  // 0 means "no shape" on the wire
 }
 
-double seconds_left(TimePoint deadline) {
-  if (deadline == TimePoint::max()) return -1;
-  double s = std::chrono::duration<double>(deadline - Clock::now()).count();
-  return s > 0.001 ? s : 0.001;
-}
-
 }  // namespace
 
 GpuCommunicator::GpuCommunicator(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {

@@ -13,12 +13,6 @@
 namespace pytfcomm::gpu {
 namespace {
 
-double seconds_left(TimePoint deadline) {
-  if (deadline == TimePoint::max()) return -1;  // the communicator's default
-  double s = std::chrono::duration<double>(deadline - Clock::now()).count();
-  return s > 0.001 ? s : 0.001;
-}
-
 void poll_tick(TimePoint start) {
   if (Clock::now() - start < std::chrono::microseconds(100)) {
     std::this_thread::yield();
@@ -85,16 +79,7 @@ void NcclComms::fail(ncclComm_t comm, ncclResult_t r, const char* call) {
   std::string what = str_cat(call, " failed: ", n.ncclGetErrorString(r), last.empty() ? "" : " (",
                              last, last.empty() ? "" : ")");
   abort();
-  // A remote or system error means a peer or the network went away; the
-  // rest are usage or internal errors (a duplicate GPU among the ranks of
-  // an NCCL older than 2.30 shows up here as invalid usage).
-  if (r == ncclRemoteError || r == ncclSystemError) PTC_THROW(kPeerLost, "NCCL: ", what);
-  if (r == ncclInvalidUsage || r == ncclInvalidArgument) {
-    PTC_THROW(kConfig, "NCCL: ", what,
-              "; if several ranks share one GPU, NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 "
-              "or PYTFCOMM_GPU_TRANSPORT=staged is needed");
-  }
-  PTC_THROW(kInternal, "NCCL: ", what);
+  throw_nccl_error(r, what);
 }
 
 void NcclComms::settle(ncclComm_t comm, ncclResult_t r, const char* call, TimePoint deadline) {

@@ -9,16 +9,6 @@
 #include "gpu/cuda_driver.h"
 
 namespace pytfcomm::gpu {
-namespace {
-
-double seconds_left(TimePoint deadline) {
-  if (deadline == TimePoint::max()) return -1;
-  double s = std::chrono::duration<double>(deadline - Clock::now()).count();
-  return s > 0.001 ? s : 0.001;
-}
-
-}  // namespace
-
 Stager::Stager(Device& device, size_t chunk_bytes) : device_(device), chunk_bytes_(chunk_bytes) {
   ScopedContext scope(device.context());
   for (char*& h : host_) {

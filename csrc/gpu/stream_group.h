@@ -37,9 +37,6 @@ const char* op_label(StreamOp op);
 // Calls m.done(e) unless it was handed on already.
 void finish(Member& m, std::exception_ptr e);
 
-// Seconds until `deadline` for the core's timeout arguments (-1: none).
-double seconds_left(TimePoint deadline);
-
 // Enqueue the group on its members' streams (NCCL) or stage it through
 // host memory; both end with complete_after() for every member. Throw on
 // failure before any member was handed on.

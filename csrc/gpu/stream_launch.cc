@@ -89,12 +89,6 @@ void complete_after(Member& m, const std::shared_ptr<Clique>& clique, TimePoint 
 
 }  // namespace
 
-double seconds_left(TimePoint deadline) {
-  if (deadline == TimePoint::max()) return -1;
-  double s = std::chrono::duration<double>(deadline - Clock::now()).count();
-  return s > 0.001 ? s : 0.001;
-}
-
 const char* op_label(StreamOp op) {
   return op == StreamOp::kAllReduce   ? "GPU all-reduce"
          : op == StreamOp::kBroadcast ? "GPU broadcast"

@@ -10,8 +10,10 @@
 #include <numeric>
 #include <vector>
 
+#include "transport/tcp/pair.h"
 #include "transport/tcp/read_ahead_stream.h"
 #include "transport/tcp/socket_stream.h"
+#include "transport/wire.h"
 
 namespace pytfcomm {
 namespace {
@@ -91,6 +93,41 @@ TEST(ReadAheadStream, NothingThereWouldBlock) {
   errno = 0;
   EXPECT_EQ(l.reader->read_some(buf, 4), -1);
   EXPECT_EQ(errno, EAGAIN);
+}
+
+struct Recorder : transport::StatusObserver {
+  std::vector<int> from;
+  TimePoint on_block(TimePoint) noexcept override { return TimePoint::max(); }
+  void on_status(int peer, const transport::MessageMeta&, uint32_t) noexcept override {
+    from.push_back(peer);
+  }
+};
+
+// A stalled rank asks its peers where they are and gets the answer back
+// while its question (a send) is still in progress; the pair reads the
+// answer ahead into memory. The socket's readiness edge is then spent, so
+// the answer must be taken right there: before the fix it sat unread in
+// memory and the asker named a rank that had answered as hung.
+TEST(ReadAheadPair, StatusFrameReadAheadReachesTheObserver) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+  tcp::Pair asker(1,
+                  std::make_unique<tcp::ReadAheadStream>(
+                      std::make_unique<tcp::SocketStream>(tcp::Fd(sv[0])), 1 << 20),
+                  "rank 1 (test)", 1 << 30);
+  tcp::Pair answerer(0, std::make_unique<tcp::SocketStream>(tcp::Fd(sv[1])), "rank 0 (test)",
+                     1 << 30);
+  Recorder seen;
+  asker.set_status_observer(&seen);
+  transport::MessageMeta m;
+  m.seq = 9;
+  ASSERT_TRUE(answerer.send_status(m, transport::kStatusInCollective));
+  answerer.progress("barrier #9");  // the answer is in asker's socket now
+  char payload[64] = {};
+  asker.post_send(payload, sizeof(payload), m);  // busy sending: reads ahead
+  asker.progress("barrier #9");
+  EXPECT_EQ(seen.from, std::vector<int>{1});
+  EXPECT_TRUE(asker.idle());
 }
 
 }  // namespace

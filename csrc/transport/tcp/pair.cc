@@ -56,7 +56,14 @@ bool Pair::progress(const std::string& context) {
   } else if (!polled()) {
     // Nothing posted to receive into, yet this pair is busy (sends): keep
     // the kernel's receive queue empty anyway (read_ahead_stream.h).
-    moved |= stream_->read_ahead();
+    if (stream_->read_ahead()) {
+      moved = true;
+      // Those bytes' readiness edge is spent (epoll reports a socket only
+      // while it is still readable), so nothing would make handle_events
+      // look at them: a status answer or ABORT frame among them must be
+      // taken now, or it waits unseen until the deadline.
+      check_idle(context);
+    }
   }
   return moved;
 }

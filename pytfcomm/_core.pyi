@@ -62,6 +62,9 @@ class Communicator:
         timeout: float,
         shape_tag: int = 0,
     ) -> None: ...
+    def allreduce_fast(self, x: object, out: object, op: object, algorithm: object) -> bool:
+        """All-reduce of the common NumPy call (native dtype, C-contiguous, names as given);
+        False, having done nothing, for any other call."""
     def allreduce_many(
         self,
         srcs: Sequence[np.ndarray],
@@ -144,3 +147,7 @@ def build_info() -> dict[str, Any]: ...
 def params() -> list[tuple[str, str]]: ...
 def gpu_info(nccl_candidates: list[str] = ...) -> dict[str, Any]: ...
 def set_nccl_candidates(paths: list[str]) -> None: ...
+def register_fast_dtype(descr: np.dtype, code: int) -> None:
+    """Let allreduce_fast take arrays of this dtype object (codes as in _dtypes.py)."""
+def shape_digest(shape: Sequence[int]) -> int:
+    """zlib.crc32(repr(tuple(shape)).encode()), as the fast path computes it."""

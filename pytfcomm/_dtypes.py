@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _core
 from .errors import InvalidArgumentError
 
 # Codes match csrc/common/dtype.h (wire values).
@@ -42,7 +43,16 @@ def dtype_code(dtype: np.dtype) -> int:
             f"use one of {', '.join(SUPPORTED_DTYPES)} in native byte order"
         )
     _CODE_CACHE[dtype] = code
+    if isinstance(dtype, np.dtype):
+        _core.register_fast_dtype(dtype, code)  # the C++ fast path matches this object
     return code
+
+
+for _name in _BY_NAME:
+    try:
+        dtype_code(np.dtype(_name))  # the built-in dtypes; bfloat16 once ml_dtypes is there
+    except TypeError:
+        pass
 
 
 def op_code(op: str) -> int:

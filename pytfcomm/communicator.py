@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 
 from . import _cluster, _core, _dlpack
-from ._dtypes import _CODE_CACHE as _DTYPE_CODES
-from ._dtypes import ALGORITHMS, OPS, algorithm_code, dtype_code, op_code
+from ._dtypes import algorithm_code, dtype_code, op_code
 from ._fusion import AllreduceHandle, as_array_list, check_fusion_bytes, list_tag
 from .errors import CommClosedError, ConfigError, InvalidArgumentError
 
@@ -158,18 +157,12 @@ class Communicator:
         CUDA ones through NCCL or staging (docs/gpu.md).
         """
         if type(x) is np.ndarray and timeout is None:
-            # Fast path for the common call (an array in, a prepared or no
-            # output): small all-reduces are bound by this function's own cost.
-            dt, code, alg = _DTYPE_CODES.get(x.dtype), OPS.get(op), ALGORITHMS.get(algorithm)
-            if dt is not None and code is not None and alg is not None and x.flags.c_contiguous:
-                if out is None:
-                    out = np.empty_like(x)
-                elif not (
-                    type(out) is np.ndarray and out.dtype == x.dtype and out.shape == x.shape
-                ):
-                    out = _check_out(out, x.shape, x.dtype)
-                # The core refuses a non-contiguous or read-only `out` itself.
-                self._core.allreduce(x, out, dt, code, alg, -1.0, _shape_tag(x.shape))
+            # The common call takes a C++ fast path (bindings/fast_allreduce.cc):
+            # small all-reduces are bound by the wrapper's own cost. False means
+            # "not that call"; the full path below checks everything and explains.
+            if out is None:
+                out = np.empty_like(x)
+            if self._core.allreduce_fast(x, out, op, algorithm):
                 return out
         if _dlpack.is_dlpack(x):
             kw = {"op": op, "algorithm": algorithm, "timeout": timeout}

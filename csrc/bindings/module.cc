@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "bindings/fast_allreduce.h"
 #include "bindings/gpu_bindings.h"
 #include "common/error.h"
 #include "common/param.h"
@@ -281,6 +282,7 @@ PYBIND11_MODULE(_core, m) {
         c.close();
       });
   bind_fusion(m, comm_class);
+  pytfcomm::bind_fast_allreduce(m, comm_class);
 
   m.def("build_info", [] {
     py::dict d;

@@ -131,3 +131,24 @@ def large_buffer(rank: int, size: int, addr: str, nbytes: int) -> list:
     ok = bool(np.all(x[idx] == want)) and bool(np.all(x[-1_000_000:] == want))
     ok = ok and int(np.count_nonzero(x != want)) == 0
     return [ok]
+
+
+def fast_and_full_paths(rank: int, size: int, addr: str) -> dict:
+    """Even ranks call allreduce the common way (C++ fast path), odd ranks with
+    a timeout (the full Python path); shapes of every rank count."""
+    failures, digests = [], {}
+    shapes = [(), (7,), (3, 5, 2), (1, 1, 1000), (4, 6), (20_000,)]
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+        for dtype in ("float32", "int64", "float16"):
+            for shape in shapes:
+                x = np.full(shape, rank + 1, dtype=dtype)
+                if rank % 2 == 0:
+                    y = comm.allreduce(x)
+                else:
+                    y = comm.allreduce(x, timeout=60.0)
+                want = np.full(shape, size * (size + 1) // 2, dtype=dtype)
+                key = f"{dtype}/{shape}"
+                if y.shape != want.shape or not np.array_equal(y, want):
+                    failures.append(f"{key}: got {y.ravel()[:4]} want {want.ravel()[:4]}")
+                digests[key] = ref.digest(y)
+    return {"failures": failures, "digests": digests}

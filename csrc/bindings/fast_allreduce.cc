@@ -1,0 +1,148 @@
+// Small all-reduces cost about as much in the Python wrapper as on the wire
+// (a dict lookup per argument, a flags object, tuple compares, a cached
+// shape digest: ~0.6 us against ~1.5 us for a 4 KiB one-shot). This path
+// takes the common call -- C-contiguous native-order NumPy arrays of the same
+// dtype and shape, op and algorithm by name -- and does those checks on the
+// array structs directly. Anything else returns False and the Python layer
+// takes its full path, which produces every error message; so this path
+// never raises for bad arguments, only for what the collective itself
+// raises.
+#include "bindings/fast_allreduce.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/crc32.h"
+#include "common/dtype.h"
+
+namespace py = pybind11;
+
+namespace pytfcomm {
+namespace {
+
+// NumPy dtype objects (descriptors) the Python layer registered, with their
+// codes; arrays of the built-in dtypes share one descriptor object each.
+// Registered descriptors are kept alive, so the pointers stay valid.
+struct DescrTable {
+  std::vector<std::pair<PyObject*, DType>> entries;
+  bool find(PyObject* descr, DType* dt) const {
+    for (const auto& e : entries) {
+      if (e.first == descr) {
+        *dt = e.second;
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+DescrTable& descr_table() {
+  static auto* t = new DescrTable();  // never destroyed: outlives interpreter teardown
+  return *t;
+}
+
+// Exact names only (the Python layer also accepts other spellings).
+bool name_code(py::handle s, const char* const* names, size_t n, int* code) {
+  if (!PyUnicode_CheckExact(s.ptr())) return false;
+  for (size_t i = 0; i < n; ++i) {
+    if (PyUnicode_CompareWithASCIIString(s.ptr(), names[i]) == 0) {
+      *code = static_cast<int>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+constexpr const char* kOps[] = {"sum", "mean", "min", "max", "prod"};  // ReduceOp order
+constexpr const char* kAlgorithms[] = {"auto", "ring", "hierarchical", "recursive_doubling",
+                                       "oneshot"};  // Algorithm order
+
+// zlib.crc32(repr(shape).encode()) for a tuple of ints: "()", "(7,)", "(2, 3)".
+uint32_t shape_digest(const Py_ssize_t* dims, int nd) {
+  std::array<char, 512> buf;
+  size_t len = 0;
+  buf[len++] = '(';
+  for (int i = 0; i < nd; ++i) {
+    if (i > 0) {
+      buf[len++] = ',';
+      buf[len++] = ' ';
+    }
+    char digits[24];
+    int k = 0;
+    unsigned long long v = static_cast<unsigned long long>(dims[i]);
+    do {
+      digits[k++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v > 0);
+    while (k > 0) buf[len++] = digits[--k];
+  }
+  if (nd == 1) buf[len++] = ',';
+  buf[len++] = ')';
+  return crc32(buf.data(), len);
+}
+
+constexpr int kMaxFastDims = 16;
+constexpr size_t kMaxDescrs = 64;  // 16 dims * 22 chars fit the digest buffer
+
+}  // namespace
+
+void bind_fast_allreduce(py::module_& m,
+                         py::class_<Communicator, std::shared_ptr<Communicator>>& cls) {
+  m.def(
+      "register_fast_dtype",
+      [](py::object descr, int code) {
+        PTC_CHECK_ARG(valid_dtype(static_cast<uint8_t>(code)) && code >= 0, "bad dtype code ",
+                      code);
+        DescrTable& t = descr_table();
+        DType dt;
+        // Bounded: dtype objects with metadata are new objects each time;
+        // past the bound they simply take the full path.
+        if (t.find(descr.ptr(), &dt) || t.entries.size() >= kMaxDescrs) return;
+        t.entries.emplace_back(descr.release().ptr(), static_cast<DType>(code));
+      },
+      "Let the all-reduce fast path take arrays of this (native-order) dtype object.");
+  m.def("shape_digest", [](const std::vector<Py_ssize_t>& shape) {
+    PTC_CHECK_ARG(shape.size() <= kMaxFastDims, "at most ", kMaxFastDims, " dimensions");
+    return shape_digest(shape.data(), static_cast<int>(shape.size()));
+  });
+  cls.def(
+      "allreduce_fast",
+      [](Communicator& c, py::handle x, py::handle out, py::handle op, py::handle algorithm) {
+        const auto& api = py::detail::npy_api::get();
+        if (Py_TYPE(x.ptr()) != api.PyArray_Type_ || Py_TYPE(out.ptr()) != api.PyArray_Type_) {
+          return false;
+        }
+        const auto* a = py::detail::array_proxy(x.ptr());
+        const auto* b = py::detail::array_proxy(out.ptr());
+        DType dt;
+        int op_code = 0, alg_code = 0;
+        constexpr int kContig = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_;
+        constexpr int kWrite = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+        if (a->descr != b->descr || !descr_table().find(a->descr, &dt) || !(a->flags & kContig) ||
+            (b->flags & (kContig | kWrite)) != (kContig | kWrite) || a->nd != b->nd ||
+            a->nd > kMaxFastDims || !name_code(op, kOps, std::size(kOps), &op_code) ||
+            !name_code(algorithm, kAlgorithms, std::size(kAlgorithms), &alg_code)) {
+          return false;
+        }
+        size_t count = 1;
+        for (int i = 0; i < a->nd; ++i) {
+          if (a->dimensions[i] != b->dimensions[i]) return false;
+          count *= static_cast<size_t>(a->dimensions[i]);
+        }
+        const uint32_t tag = shape_digest(a->dimensions, a->nd);
+        const void* in = a->data;
+        void* dst = b->data;
+        py::gil_scoped_release release;
+        c.allreduce(in, dst, count, dt, static_cast<ReduceOp>(op_code),
+                    static_cast<Algorithm>(alg_code), -1.0, tag);
+        return true;
+      },
+      "All-reduce for the common NumPy call; False: not that call, take the full path.");
+}
+
+}  // namespace pytfcomm

@@ -124,8 +124,11 @@ TEST(ReadAheadPair, StatusFrameReadAheadReachesTheObserver) {
   ASSERT_TRUE(answerer.send_status(m, transport::kStatusInCollective));
   answerer.progress("barrier #9");  // the answer is in asker's socket now
   char payload[64] = {};
-  asker.post_send(payload, sizeof(payload), m);  // busy sending: reads ahead
-  asker.progress("barrier #9");
+  asker.post_send(payload, sizeof(payload), m);
+  asker.progress("barrier #9");  // sends; receives nothing (none posted)
+  EXPECT_TRUE(seen.from.empty());
+  // About to sleep with nothing posted to receive: it reads ahead.
+  EXPECT_TRUE(asker.read_ahead("barrier #9"));
   EXPECT_EQ(seen.from, std::vector<int>{1});
   EXPECT_TRUE(asker.idle());
 }

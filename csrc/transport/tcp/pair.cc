@@ -51,21 +51,18 @@ bool Pair::progress(const std::string& context) {
   bool moved = false;
   if (!sends_.empty()) moved |= progress_send(context);
   if (!unreleased_.empty()) moved |= complete_released(context);
-  if (!recvs_.empty()) {
-    moved |= progress_recv(context);
-  } else if (!polled()) {
-    // Nothing posted to receive into, yet this pair is busy (sends): keep
-    // the kernel's receive queue empty anyway (read_ahead_stream.h).
-    if (stream_->read_ahead()) {
-      moved = true;
-      // Those bytes' readiness edge is spent (epoll reports a socket only
-      // while it is still readable), so nothing would make handle_events
-      // look at them: a status answer or ABORT frame among them must be
-      // taken now, or it waits unseen until the deadline.
-      check_idle(context);
-    }
-  }
+  if (!recvs_.empty()) moved |= progress_recv(context);
   return moved;
+}
+
+bool Pair::read_ahead(const std::string& context) {
+  if (!recvs_.empty() || closed_ || polled() || !stream_->read_ahead()) return false;
+  // Those bytes' readiness edge is spent (epoll reports a socket only while
+  // it is still readable), so nothing would make handle_events look at
+  // them: a status answer or ABORT frame among them must be taken now, or
+  // it waits unseen until the deadline.
+  check_idle(context);
+  return true;
 }
 
 ssize_t Pair::write_front() {

@@ -40,6 +40,12 @@ class Pair {
   // Move bytes until the kernel would block. Returns true if anything moved.
   // Throws kPeerLost / kMismatch with `context` in the message.
   bool progress(const std::string& context);
+  // Nothing posted to receive into, yet this rank is about to sleep on this
+  // busy pair (its sends wait): empty the kernel's receive queue into memory
+  // anyway (read_ahead_stream.h), and take control frames found there. Only
+  // before sleeping: while a rank makes progress, its receives soon ask for
+  // those bytes, and reading them ahead would copy them twice.
+  bool read_ahead(const std::string& context);
 
   // For a pair with no receive posted (sends may be): notice the peer's
   // last words, an abort note or ABORT frame (throws kPeerLost, or kTimeout

@@ -269,7 +269,11 @@ void PairTransport::block_once() {
     if (progress_all()) return;
   }
   bool shm_pending = !oneshot_wait_.empty(), tcp_pending = false;
-  for (int peer : active_) (pairs_[peer]->polled() ? shm_pending : tcp_pending) = true;
+  for (int peer : active_) {
+    Pair& p = *pairs_[peer];
+    (p.polled() ? shm_pending : tcp_pending) = true;
+    p.read_ahead(context_);
+  }
   if (!shm_pending) {
     handle_events(millis_until(wake, 1000));
     return;

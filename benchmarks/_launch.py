@@ -146,6 +146,9 @@ def run_backend(
         cmds = _commands(spec, nproc, args)
         pypath = worker_pythonpath(os.path.join(outdir, "py"))
         base_env = dict(os.environ, PYTHONPATH=pypath, GLOO_SOCKET_IFNAME="lo")
+        # No worker does linear algebra; OpenBLAS's idle threads would only
+        # take CPU from the ranks on small machines (the same for every backend).
+        base_env.setdefault("OPENBLAS_NUM_THREADS", "1")
         base_env.update(spec.env)
         ports = ",".join(map(str, free_ports(max(nproc, 1))))
         procs, logs = [], []

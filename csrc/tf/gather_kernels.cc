@@ -39,13 +39,7 @@ class BroadcastOp : public AsyncOpKernel {
       return done();
     }
     DType dt;
-    OP_REQUIRES_ASYNC(ctx, ToDType(in.dtype(), &dt),
-                      absl::InvalidArgumentError("pytfcomm broadcast: unsupported dtype"), done);
-    OP_REQUIRES_ASYNC(
-        ctx, a_.root < comm->size(),
-        absl::InvalidArgumentError("pytfcomm broadcast: root_rank " + std::to_string(a_.root) +
-                                   " is not below size " + std::to_string(comm->size())),
-        done);
+    OP_REQUIRES_OK_ASYNC(ctx, CheckBroadcast(in, *comm, a_.root, &dt), done);
     Tensor out;
     OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, in.dtype(), in.shape(), &out), done);
     // Inputs are immutable: the root sends from a copy that becomes its output.
@@ -77,25 +71,14 @@ class AllGatherOp : public AsyncOpKernel {
     if (a_.comm_handle > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(a_.comm_handle, &comm), done);
     const bool cross = comm && comm->size() > 1;
     const Tensor& t0 = ctx->input(0);
-    OP_REQUIRES_ASYNC(ctx, t0.dims() >= 1,
-                      absl::InvalidArgumentError("pytfcomm all-gather needs tensors of rank >= 1"),
-                      done);
-    TensorShape row = t0.shape();
-    row.RemoveDim(0);
+    TensorShape row;
+    std::vector<int64_t> counts;
+    OP_REQUIRES_OK_ASYNC(ctx, GatherRows(ctx, n, &row, &counts), done);
+    std::vector<int64_t> offsets(n);  // each replica's first row
     int64_t rows = 0;
-    std::vector<int64_t> offsets(n);
     for (int i = 0; i < n; ++i) {
-      const Tensor& t = ctx->input(i);
-      TensorShape tail = t.shape();
-      if (t.dims() >= 1) tail.RemoveDim(0);
-      OP_REQUIRES_ASYNC(
-          ctx, t.dims() >= 1 && tail == row,
-          absl::InvalidArgumentError("pytfcomm all-gather: replica " + std::to_string(i) +
-                                     " has shape " + t.shape().DebugString() + ", replica 0 has " +
-                                     t0.shape().DebugString() + "; only dimension 0 may differ"),
-          done);
       offsets[i] = rows;
-      rows += t.dim_size(0);
+      rows += counts[i];
     }
     TensorShape local_shape = row;
     local_shape.InsertDim(0, rows);

@@ -144,13 +144,7 @@ class BroadcastGpuOp : public AsyncOpKernel {
       return done();
     }
     gpu::StreamTensor t;
-    OP_REQUIRES_ASYNC(ctx, ToDType(in.dtype(), &t.dtype),
-                      absl::InvalidArgumentError("pytfcomm broadcast: unsupported dtype"), done);
-    OP_REQUIRES_ASYNC(
-        ctx, a_.root < comm->size(),
-        absl::InvalidArgumentError("pytfcomm broadcast: root_rank " + std::to_string(a_.root) +
-                                   " is not below size " + std::to_string(comm->size())),
-        done);
+    OP_REQUIRES_OK_ASYNC(ctx, CheckBroadcast(in, *comm, a_.root, &t.dtype), done);
     Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, in.shape(), &out), done);
     for (int i = 1; i < a_.num_devices; ++i) ctx->set_output(i, *out);
@@ -181,28 +175,17 @@ class AllGatherGpuOp : public AsyncOpKernel {
     std::shared_ptr<Communicator> comm;
     if (a_.comm_handle > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(a_.comm_handle, &comm), done);
     const bool cross = comm && comm->size() > 1;
-    const Tensor& t0 = ctx->input(0);
-    OP_REQUIRES_ASYNC(ctx, t0.dims() >= 1,
-                      absl::InvalidArgumentError("pytfcomm all-gather needs tensors of rank >= 1"),
-                      done);
+    TensorShape row;
+    std::vector<int64_t> counts;
+    OP_REQUIRES_OK_ASYNC(ctx, GatherRows(ctx, a_.num_devices, &row, &counts), done);
     DType dt;
-    OP_REQUIRES_ASYNC(ctx, ToDType(t0.dtype(), &dt),
+    OP_REQUIRES_ASYNC(ctx, ToDType(ctx->input(0).dtype(), &dt),
                       absl::InvalidArgumentError("pytfcomm all-gather: unsupported dtype"), done);
-    TensorShape row = t0.shape();
-    row.RemoveDim(0);
     int64_t rows = 0;
     std::vector<gpu::StreamTensor> pieces;
     for (int i = 0; i < a_.num_devices; ++i) {
       const Tensor& t = ctx->input(i);
-      TensorShape tail = t.shape();
-      if (t.dims() >= 1) tail.RemoveDim(0);
-      OP_REQUIRES_ASYNC(
-          ctx, t.dims() >= 1 && tail == row,
-          absl::InvalidArgumentError("pytfcomm all-gather: replica " + std::to_string(i) +
-                                     " has shape " + t.shape().DebugString() + ", replica 0 has " +
-                                     t0.shape().DebugString() + "; only dimension 0 may differ"),
-          done);
-      rows += t.dim_size(0);
+      rows += counts[static_cast<size_t>(i)];
       pieces.push_back({DevicePtr(t), 0, static_cast<size_t>(t.NumElements()), dt});
     }
     // Every process must contribute the same shape (NCCL gathers equal

@@ -109,6 +109,42 @@ void RunCrossWorker(int64_t handle, tensorflow::OpKernelContext* ctx,
       });
 }
 
+absl::Status CheckBroadcast(const tensorflow::Tensor& in, const Communicator& comm, int root,
+                            DType* dt) {
+  if (!ToDType(in.dtype(), dt)) {
+    return absl::InvalidArgumentError("pytfcomm broadcast: unsupported dtype");
+  }
+  if (root >= comm.size()) {
+    return absl::InvalidArgumentError("pytfcomm broadcast: root_rank " + std::to_string(root) +
+                                      " is not below size " + std::to_string(comm.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GatherRows(tensorflow::OpKernelContext* ctx, int n, tensorflow::TensorShape* row,
+                        std::vector<int64_t>* rows) {
+  const tensorflow::Tensor& t0 = ctx->input(0);
+  if (t0.dims() < 1) {
+    return absl::InvalidArgumentError("pytfcomm all-gather needs tensors of rank >= 1");
+  }
+  *row = t0.shape();
+  row->RemoveDim(0);
+  rows->assign(static_cast<size_t>(n), 0);
+  for (int i = 0; i < n; ++i) {
+    const tensorflow::Tensor& t = ctx->input(i);
+    tensorflow::TensorShape tail = t.shape();
+    if (t.dims() >= 1) tail.RemoveDim(0);
+    if (t.dims() < 1 || tail != *row) {
+      return absl::InvalidArgumentError("pytfcomm all-gather: replica " + std::to_string(i) +
+                                        " has shape " + t.shape().DebugString() +
+                                        ", replica 0 has " + t0.shape().DebugString() +
+                                        "; only dimension 0 may differ");
+    }
+    (*rows)[static_cast<size_t>(i)] = t.dim_size(0);
+  }
+  return absl::OkStatus();
+}
+
 void ReadGatherAttrs(tensorflow::OpKernelConstruction* c, bool with_root, GatherAttrs* a) {
   OP_REQUIRES_OK(c, c->GetAttr("num_devices", &a->num_devices));
   if (with_root) OP_REQUIRES_OK(c, c->GetAttr("root_rank", &a->root));

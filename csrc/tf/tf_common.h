@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/dtype.h"
 #include "engine/communicator.h"
@@ -48,6 +49,16 @@ struct GatherAttrs {
   float timeout = 0;
 };
 void ReadGatherAttrs(tensorflow::OpKernelConstruction* c, bool with_root, GatherAttrs* a);
+
+// A broadcast's input dtype (as the core's) and root (below the job's size),
+// checked alike by the CPU and GPU kernels.
+absl::Status CheckBroadcast(const tensorflow::Tensor& in, const Communicator& comm, int root,
+                            DType* dt);
+
+// The all-gather ops' inputs 0..n-1: each of rank >= 1, all of one shape
+// after dimension 0 (`row`); `rows[i]` gets replica i's dimension 0.
+absl::Status GatherRows(tensorflow::OpKernelContext* ctx, int n, tensorflow::TensorShape* row,
+                        std::vector<int64_t>* rows);
 
 // Timeout attr (<= 0: the communicator's default) in the core's convention.
 inline double CoreTimeout(float seconds) { return seconds > 0 ? seconds : -1.0; }

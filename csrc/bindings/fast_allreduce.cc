@@ -46,21 +46,22 @@ DescrTable& descr_table() {
   return *t;
 }
 
-// Exact names only (the Python layer also accepts other spellings).
-bool name_code(py::handle s, const char* const* names, size_t n, int* code) {
+// The code whose core name (op_name, algorithm_name) `s` is: exact names
+// only (the Python layer also accepts other spellings).
+template <typename Code>
+bool code_named(py::handle s, int count, const char* (*name)(Code), Code* out) {
   if (!PyUnicode_CheckExact(s.ptr())) return false;
-  for (size_t i = 0; i < n; ++i) {
-    if (PyUnicode_CompareWithASCIIString(s.ptr(), names[i]) == 0) {
-      *code = static_cast<int>(i);
+  for (int i = 0; i < count; ++i) {
+    if (PyUnicode_CompareWithASCIIString(s.ptr(), name(static_cast<Code>(i))) == 0) {
+      *out = static_cast<Code>(i);
       return true;
     }
   }
   return false;
 }
 
-constexpr const char* kOps[] = {"sum", "mean", "min", "max", "prod"};  // ReduceOp order
-constexpr const char* kAlgorithms[] = {"auto", "ring", "hierarchical", "recursive_doubling",
-                                       "oneshot"};  // Algorithm order
+constexpr int kOps = static_cast<int>(ReduceOp::kCount);
+constexpr int kAlgorithms = static_cast<int>(Algorithm::kOneShot) + 1;
 
 // zlib.crc32(repr(shape).encode()) for a tuple of ints: "()", "(7,)", "(2, 3)".
 uint32_t shape_digest(const Py_ssize_t* dims, int nd) {
@@ -120,13 +121,14 @@ void bind_fast_allreduce(py::module_& m,
         const auto* a = py::detail::array_proxy(x.ptr());
         const auto* b = py::detail::array_proxy(out.ptr());
         DType dt;
-        int op_code = 0, alg_code = 0;
+        ReduceOp op_code;
+        Algorithm alg_code;
         constexpr int kContig = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_;
         constexpr int kWrite = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
         if (a->descr != b->descr || !descr_table().find(a->descr, &dt) || !(a->flags & kContig) ||
             (b->flags & (kContig | kWrite)) != (kContig | kWrite) || a->nd != b->nd ||
-            a->nd > kMaxFastDims || !name_code(op, kOps, std::size(kOps), &op_code) ||
-            !name_code(algorithm, kAlgorithms, std::size(kAlgorithms), &alg_code)) {
+            a->nd > kMaxFastDims || !code_named(op, kOps, op_name, &op_code) ||
+            !code_named(algorithm, kAlgorithms, algorithm_name, &alg_code)) {
           return false;
         }
         size_t count = 1;
@@ -138,8 +140,7 @@ void bind_fast_allreduce(py::module_& m,
         const void* in = a->data;
         void* dst = b->data;
         py::gil_scoped_release release;
-        c.allreduce(in, dst, count, dt, static_cast<ReduceOp>(op_code),
-                    static_cast<Algorithm>(alg_code), -1.0, tag);
+        c.allreduce(in, dst, count, dt, op_code, alg_code, -1.0, tag);
         return true;
       },
       "All-reduce for the common NumPy call; False: not that call, take the full path.");

@@ -80,10 +80,17 @@ def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def package(cuda_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A pytfcomm package made of this checkout's Python files and the CUDA-built libraries."""
-    root = tmp_path_factory.mktemp("cuda-pkg")
+    return make_package(
+        tmp_path_factory.mktemp("cuda-pkg"),
+        [*cuda_build.glob("_core*.so"), cuda_build / "libpytfcomm_core.so"],
+    )
+
+
+def make_package(root: Path, libs: list[Path]) -> Path:
+    """root/pytfcomm: this checkout's Python files plus `libs` (built elsewhere); returns root."""
     pkg = root / "pytfcomm"
     shutil.copytree(REPO / "pytfcomm", pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    for lib in [*cuda_build.glob("_core*.so"), cuda_build / "libpytfcomm_core.so"]:
+    for lib in libs:
         shutil.copy2(lib, pkg / lib.name)
     return root
 

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from test_cuda_build import NCCL_INC, NVCC
+from test_cuda_build import NCCL_INC, NVCC, make_package
 
 pytest.importorskip("tensorflow")
 
@@ -67,13 +66,9 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def package(build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A pytfcomm package made of this checkout's Python files and the libraries just built."""
-    root = tmp_path_factory.mktemp("tf-gpu-pkg")
-    pkg = root / "pytfcomm"
-    shutil.copytree(REPO / "pytfcomm", pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    for f in [*build.glob("_core*.so"), build / "libpytfcomm_core.so", build / "_tf_ops.so",
-              build / "_tf_build_info.py"]:
-        shutil.copy2(f, pkg / f.name)
-    return root
+    libs = [*build.glob("_core*.so"), build / "libpytfcomm_core.so", build / "_tf_ops.so",
+            build / "_tf_build_info.py"]
+    return make_package(tmp_path_factory.mktemp("tf-gpu-pkg"), libs)
 
 
 def _run(package: Path, code: str) -> subprocess.CompletedProcess:

@@ -26,14 +26,6 @@ void recursive_doubling_allreduce(const Context& c, const Group& g, Phase phase,
                                   void* out, size_t count, DType dtype, ReduceOp op,
                                   int64_t divisor);
 
-// For small buffers when every member shares memory with every other
-// (transport oneshot_capacity() >= the buffer): each member publishes its
-// input once and reduces all inputs in member order itself, so every
-// member computes the very same result. The group must be the transport's
-// whole world, in rank order.
-void oneshot_allreduce(const Context& c, const Group& g, const void* in, void* out, size_t count,
-                       DType dtype, ReduceOp op, int64_t divisor);
-
 // Ring reduce-scatter over the balanced split of `count` elements: the member
 // with group index i ends with part i reduced, written at its own offset in
 // `out` (a full-size buffer). Other parts of `out` are left unspecified.

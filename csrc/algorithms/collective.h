@@ -19,7 +19,10 @@ enum class CollectiveKind : uint8_t {
   kAllgather = 3,
   kReduceScatter = 4,
   kBarrier = 5,
+  kNegotiate = 6,  // not a collective: the frames of a negotiation round
 };
+static_assert(static_cast<uint8_t>(CollectiveKind::kNegotiate) == transport::kNegotiationKind,
+              "one wire value for negotiation frames");
 
 // Wire values (MessageMeta::phase): which algorithm, and which part of a
 // composed one, a message belongs to. Ranks that picked different

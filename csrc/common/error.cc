@@ -18,6 +18,8 @@ const char* error_kind_name(ErrorKind kind) {
       return "mismatch";
     case ErrorKind::kAuth:
       return "authentication";
+    case ErrorKind::kInterrupted:
+      return "interrupted";
     case ErrorKind::kClosed:
       return "closed";
   }

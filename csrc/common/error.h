@@ -18,6 +18,8 @@ enum class ErrorKind {
   kMismatch,         // ranks disagree on a collective's shape/dtype/op/order
   kAuth,             // a handshake failed authentication
   kClosed,           // the communicator was closed or has failed before
+  kInterrupted,      // the user interrupted a wait (Ctrl-C); the bindings re-raise
+                     // the Python exception the signal handler raised
 };
 
 const char* error_kind_name(ErrorKind kind);

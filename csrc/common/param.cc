@@ -1,5 +1,6 @@
 #include "common/param.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
@@ -90,26 +91,40 @@ Params load() {
   // step reuses the previous step's buffers (engine/buffer_cache.h).
   p.tf_buffer_cache_bytes =
       env_int("PYTFCOMM_TF_BUFFER_CACHE", 1LL << 30, 0, 1LL << 50, "bytes (0 = off)");
+  // About TF's coordination service (6-10 s of missed heartbeats), and far
+  // below PYTFCOMM_TIMEOUT: a stopped peer is named within seconds.
+  p.peer_timeout_s = env_double("PYTFCOMM_PEER_TIMEOUT", 10.0, 0.0, 1e7, "seconds (0 = off)");
+  if (p.peer_timeout_s > 0 && p.peer_timeout_s < 0.2) {
+    PTC_THROW(kConfig, "PYTFCOMM_PEER_TIMEOUT=", p.peer_timeout_s,
+              " is not valid: use 0 (off) or at least 0.2 seconds; unset it to use the default 10");
+  }
   return p;
+}
+
+// Every Params ever loaded stays allocated: a reference handed out before a
+// reload must stay valid (reloads happen once per new communicator).
+std::atomic<const Params*> g_current{nullptr};
+std::mutex g_load_mu;
+
+const Params* load_and_publish() {
+  Params* fresh = new Params(load());  // throws kConfig: nothing published
+  g_current.store(fresh, std::memory_order_release);
+  return fresh;
 }
 
 }  // namespace
 
 const Params& params() {
-  // Not a function-local static initialised with load(): a throwing
-  // initialiser would be retried forever; keep the first error instead.
-  static std::once_flag once;
-  static Params value;
-  static std::string error;
-  std::call_once(once, [] {
-    try {
-      value = load();
-    } catch (const Error& e) {
-      error = e.what();
-    }
-  });
-  if (!error.empty()) throw Error(ErrorKind::kConfig, error);
-  return value;
+  const Params* p = g_current.load(std::memory_order_acquire);
+  if (p) return *p;
+  std::lock_guard<std::mutex> lock(g_load_mu);
+  p = g_current.load(std::memory_order_acquire);
+  return p ? *p : *load_and_publish();
+}
+
+void reload_params() {
+  std::lock_guard<std::mutex> lock(g_load_mu);
+  load_and_publish();
 }
 
 std::vector<std::pair<std::string, std::string>> describe_params() {
@@ -135,6 +150,7 @@ std::vector<std::pair<std::string, std::string>> describe_params() {
       {"PYTFCOMM_TIMELINE", p.timeline.empty() ? "off" : p.timeline},
       {"PYTFCOMM_STALL_WARNING", p.stall_warning_s > 0 ? str_cat(p.stall_warning_s, " s") : "off"},
       {"PYTFCOMM_TF_BUFFER_CACHE", str_cat(p.tf_buffer_cache_bytes)},
+      {"PYTFCOMM_PEER_TIMEOUT", p.peer_timeout_s > 0 ? str_cat(p.peer_timeout_s, " s") : "off"},
   };
 }
 

@@ -32,10 +32,16 @@ struct Params {
   std::string timeline;           // PYTFCOMM_TIMELINE: Chrome-trace file per rank ("": off)
   double stall_warning_s;         // PYTFCOMM_STALL_WARNING: warn after this long stalled (0: off)
   int64_t tf_buffer_cache_bytes;  // PYTFCOMM_TF_BUFFER_CACHE: idle TF output buffers kept
+  double peer_timeout_s;  // PYTFCOMM_PEER_TIMEOUT: a silent peer is lost after this (0: off)
 };
 
-// Parsed on first use; a malformed value throws a kConfig error naming it.
+// Parsed on first use; a malformed value throws a kConfig error naming it
+// (and is parsed again at the next call, so a corrected environment works).
 const Params& params();
+// Parses the environment again (every new communicator does, so that a job
+// sees the variables as they are when it starts); throws like params() and
+// keeps the previous values then. References from params() stay valid.
+void reload_params();
 
 // (name, value-as-text) of every parameter, for `python -m pytfcomm info`.
 std::vector<std::pair<std::string, std::string>> describe_params();

@@ -1,7 +1,10 @@
 #include "engine/communicator.h"
 
+#include <pthread.h>
+
+#include <algorithm>
 #include <charconv>
-#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -10,6 +13,7 @@
 #include "common/logging.h"
 #include "common/param.h"
 #include "engine/fusion.h"
+#include "engine/thread_stream.h"
 #include "engine/timeline.h"
 #include "transport/shm/connect.h"
 #include "transport/tcp/bootstrap.h"
@@ -21,10 +25,6 @@ namespace pytfcomm {
 using algorithms::CollectiveKind;
 
 namespace {
-void append_decimal(std::string& s, uint64_t v) {
-  char buf[24];
-  s.append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
-}
 
 // Default polling windows before a wait blocks (PYTFCOMM_SPIN_US overrides):
 // long enough to cover a loopback round trip, short enough that an idle rank
@@ -35,6 +35,48 @@ int64_t kYieldSpinUs = [] {
   const char* v = std::getenv("PYTFCOMM_YIELD_SPIN_US");
   return v ? std::atoll(v) : 200;
 }();
+
+// Room for a record's table (header, entries, withdrawals) on top of the
+// inputs it may carry (engine/round_record.h).
+constexpr size_t kRecordTableBytes = 32 << 10;
+// Below this the one-shot areas are too small to carry rounds.
+constexpr size_t kMinAreaBytes = 16 << 10;
+
+// Incremented in every child of fork(): a communicator made before the fork
+// belongs to the parent (its connections, its shared memory, its threads).
+std::atomic<uint64_t> g_fork_generation{0};
+[[maybe_unused]] const int kAtForkRegistered = [] {
+  pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1); });
+  return 0;
+}();
+
+const char* kind_label(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllreduce:
+      return "allreduce";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kAllgather:
+      return "allgather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kBarrier:
+      return "barrier";
+    default:
+      return "collective";
+  }
+}
+
+void append_decimal(std::string& s, uint64_t v) {
+  char buf[24];
+  s.append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
+}
+
+bool overlap(const void* a, size_t an, const void* b, size_t bn) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
+
 }  // namespace
 
 const char* algorithm_name(Algorithm a) {
@@ -53,14 +95,17 @@ const char* algorithm_name(Algorithm a) {
   return "?";
 }
 
-Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) {
-  const Params& p = params();
+Communicator::Communicator(const CommOptions& o)
+    : rank_(o.rank), size_(o.size), negotiator_(o.rank < 0 ? 0 : o.rank, o.size < 1 ? 1 : o.size) {
   PTC_CHECK_ARG(o.size >= 1, "size must be >= 1, got ", o.size);
   PTC_CHECK_ARG(o.rank >= 0 && o.rank < o.size, "rank must be in [0, size=", o.size, "), got ",
                 o.rank);
   PTC_CHECK_ARG(o.root_port >= 0 && o.root_port <= 65535, "port out of range: ", o.root_port);
   PTC_CHECK_ARG(o.size == 1 || o.rank == 0 || o.root_port != 0,
                 "ranks other than 0 need rank 0's real port (got port 0)");
+  reload_params();  // the environment as it is now, not at the first init()
+  const Params& p = params();
+  fork_generation_ = g_fork_generation.load();
   timeout_s_ = o.timeout_s > 0 ? o.timeout_s : p.timeout_s;
   set_log_rank(o.rank);
   tcp::BootstrapOptions b;
@@ -110,11 +155,13 @@ Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) 
   int64_t spin = p.spin_us >= 0 ? p.spin_us : (oversubscribed ? kYieldSpinUs : kBusySpinUs);
   bool yield_cpu = std::getenv("PYTFCOMM_NO_YIELD") == nullptr;
   // Shared memory for the ranks of this host (auto/shm), TCP for the rest.
+  // Each segment's one-shot area carries this rank's negotiation records.
   shm::Mode mode = shm::parse_mode(o.transport.empty() ? p.transport : o.transport);
-  shm::LocalLinks links = shm::connect_local_peers(
-      rank_, boot, mode, static_cast<size_t>(p.shm_ring_bytes),
-      static_cast<size_t>(p.shm_by_ref_bytes), static_cast<size_t>(p.oneshot_bytes),
-      deadline_after(b.connect_timeout_s));
+  shm::LocalLinks links =
+      shm::connect_local_peers(rank_, boot, mode, static_cast<size_t>(p.shm_ring_bytes),
+                               static_cast<size_t>(p.shm_by_ref_bytes),
+                               static_cast<size_t>(p.oneshot_bytes) + kRecordTableBytes,
+                               deadline_after(b.connect_timeout_s));
   // Waking a sleeping rank (futex, then an IPI to an idle vCPU) costs tens of
   // microseconds, far more than a shared-memory hop: poll longer before that.
   if (p.spin_us < 0 && links.own) spin = std::max(spin, kShmSpinUs);
@@ -142,23 +189,40 @@ Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) 
   auto pt = std::make_unique<tcp::PairTransport>(rank_, std::move(boot), std::move(links), spin,
                                                  yield_cpu);
   int shm_peers = pt->shm_peers();
-  if (num_hosts_ == 1 && size_ > 1) {
-    // One-shot all-reduces need every rank to share memory with every other;
-    // a rank that fell back to TCP for some peer must switch it off for all.
-    int64_t cap = static_cast<int64_t>(pt->local_oneshot_capacity());
+  // Records carry inputs of up to PYTFCOMM_ONESHOT_BYTES; as frames to every
+  // peer, less in big jobs (each rank sends its record size - 1 times).
+  eager_bytes_ = static_cast<size_t>(p.oneshot_bytes);
+  size_t frame_eager = size_ <= 8 ? eager_bytes_ : eager_bytes_ * 8 / static_cast<size_t>(size_);
+  frame_eager &= ~size_t{63};  // records are whole cache lines
+  pt->prepare_inbox(kRecordTableBytes + frame_eager);
+  if (size_ > 1) {
+    // Agree, before any negotiation, on what every rank must do alike: the
+    // area size for rounds (0 where some rank lacks shared memory with some
+    // other), the largest in-round input, and the liveness timeout.
+    int64_t v[3] = {static_cast<int64_t>(pt->local_area_capacity()),
+                    static_cast<int64_t>(frame_eager),
+                    static_cast<int64_t>(p.peer_timeout_s * 1000.0)};
     transport::MessageMeta meta;
     meta.seq = UINT32_MAX;  // outside the collectives' numbering
     meta.kind = static_cast<uint8_t>(CollectiveKind::kAllreduce);
     meta.dtype = static_cast<uint8_t>(DType::kInt64);
     meta.op = static_cast<uint8_t>(ReduceOp::kMin);
-    meta.count = 1;
-    pt->set_context("setup (agreeing on the one-shot exchange)");
+    meta.count = 3;
+    pt->set_context("setup (agreeing on negotiation and liveness)");
     pt->set_deadline(deadline_after(b.connect_timeout_s));
     algorithms::Context ctx{*pt, meta, workspace_, static_cast<size_t>(p.segment_bytes), nullptr};
-    algorithms::recursive_doubling_allreduce(ctx, world_, algorithms::Phase::kRecursiveDoubling,
-                                             &cap, &cap, 1, DType::kInt64, ReduceOp::kMin, 1);
-    pt->set_oneshot_capacity(static_cast<size_t>(cap));
-    oneshot_capacity_ = static_cast<size_t>(cap);
+    algorithms::recursive_doubling_allreduce(ctx, world_, algorithms::Phase::kRecursiveDoubling, v,
+                                             v, 3, DType::kInt64, ReduceOp::kMin, 1);
+    const size_t area = static_cast<size_t>(v[0]);
+    pt->configure_rounds(area, kMinAreaBytes, kRecordTableBytes + static_cast<size_t>(v[1]));
+    const size_t capacity = pt->round_capacity();
+    eager_bytes_ = std::min(
+        eager_bytes_, capacity > kRecordTableBytes ? capacity - kRecordTableBytes : size_t{0});
+    const double silence = static_cast<double>(v[2]) / 1000.0;
+    beat_s_ = silence > 0 ? std::clamp(silence / 10.0, 0.02, 1.0) : 0.0;
+    pt->set_liveness(beat_s_, silence);
+    pt->set_deadline(TimePoint::max());
+    pt->round_arm(round_);
   }
   transport_ = std::move(pt);
   double stall = o.stall_warning_s >= 0 ? o.stall_warning_s : p.stall_warning_s;
@@ -170,11 +234,24 @@ Communicator::Communicator(const CommOptions& o) : rank_(o.rank), size_(o.size) 
           local_.size(), ", ", num_hosts_, " host(s), transport ", shm::mode_name(mode), " (",
           shm_peers, " peer(s) over shared memory), spin ", spin, " us");
   fusion_ = std::make_unique<Fusion>(*this);
+  if (size_ > 1) background_ = std::thread([this] { background_loop(); });
 }
 
 Communicator::~Communicator() {
+  if (g_fork_generation.load() != fork_generation_) {
+    // A forked child: everything here is the parent's (threads that do not
+    // exist in this process, connections and shared memory the parent still
+    // uses). Leave all of it alone; the process's exit releases the memory.
+    transport_.release();
+    fusion_.release();
+    timeline_.release();
+    inspector_.release();
+    if (background_.joinable()) new std::thread(std::move(background_));
+    return;
+  }
   fusion_.reset();  // joins the async thread while the transport still exists
-  close();
+  close();          // stops the background thread too
+  if (background_.joinable()) background_.join();
 }
 
 std::string Communicator::timeline_path() const { return timeline_ ? timeline_->path() : ""; }
@@ -184,169 +261,272 @@ std::string Communicator::host_of(int rank) const {
 }
 
 bool Communicator::closed() const {
+  if (g_fork_generation.load() != fork_generation_) return true;  // the parent's
   std::lock_guard<std::mutex> lock(mu_);
   return closed_;
 }
 
-void Communicator::close() {
+std::string Communicator::failure() const {
   std::lock_guard<std::mutex> lock(mu_);
-  // After an error closed_ is already set but the transport (its epoll fd,
-  // shared memory) is still held: release it here too.
-  closed_ = true;
-  inspector_->attach(nullptr);
-  transport_.reset();  // closes every socket; peers see a clean EOF
-  if (timeline_) timeline_->flush();
+  return failure_;
 }
 
-void Communicator::check_open() const {
+void Communicator::close() {
+  // In a forked child it is the parent's: nothing to release here.
+  if (g_fork_generation.load() != fork_generation_) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (closed_ && !transport_) return;
+  closed_ = true;
+  // Wait for a driving thread to leave the transport (it sees closing_ and
+  // returns), then fail what is left and release the transport: sockets,
+  // epoll, shared memory.
+  closing_.store(true);
+  if (transport_ && driving_) transport_->wake();
+  ++waiters_;
+  cv_.wait(lock, [this] { return !driving_; });
+  --waiters_;
+  driving_ = true;  // nobody drives a closed communicator again
+  lock.unlock();
+  std::exception_ptr err;
+  try {
+    PTC_THROW(kClosed, "this communicator was closed while the collective waited");
+  } catch (...) {
+    err = std::current_exception();
+  }
+  for (auto& kv : negotiator_.mine()) finish(kv.second, err);
+  for (Request* r : fresh_) finish(r, err);
+  fresh_.clear();
+  lock.lock();
+  std::vector<Request*> queued;
+  queued.swap(submitted_);
+  lock.unlock();
+  for (Request* r : queued) finish(r, err);
+  if (inspector_) inspector_->attach(nullptr);
+  // A record this rank published last may still be queued (its round was
+  // complete without waiting on it): the peers need it to finish theirs.
+  if (transport_ && failure_.empty()) transport_->flush(deadline_after(1.0));
+  transport_.reset();  // closes every socket; peers see a clean EOF
+  if (timeline_) timeline_->flush();
+  lock.lock();
+  stop_ = true;  // nothing left for the background thread: let it go now
+  cv_.notify_all();
+  bg_cv_.notify_all();
+  lock.unlock();
+  if (background_.joinable() && background_.get_id() != std::this_thread::get_id()) {
+    background_.join();
+  }
+}
+
+void Communicator::check_process() const {
+  if (g_fork_generation.load(std::memory_order_relaxed) != fork_generation_) {
+    PTC_THROW(kClosed,
+              "this communicator belongs to the process that created it, not to this forked "
+              "child (its connections and shared memory are the parent's): call "
+              "pytfcomm.init() in the child for a job of its own");
+  }
+}
+
+void Communicator::check_usable_locked() const {
+  check_process();
   if (!closed_) return;
   if (!failure_.empty()) {
-    PTC_THROW(kClosed, "this communicator was closed after an earlier error: ", failure_,
-              " -- create a new one with pytfcomm.init()");
+    throw Error(failure_kind_ == ErrorKind::kClosed ? ErrorKind::kClosed : failure_kind_,
+                str_cat("this communicator was closed after an earlier error: ", failure_,
+                        " -- create a new one with pytfcomm.init()"));
   }
   PTC_THROW(kClosed, "this communicator is closed; create a new one with pytfcomm.init()");
 }
 
-template <typename Body>
-void Communicator::run(CollectiveKind kind, const char* name, DType dtype, ReduceOp op, int root,
-                       size_t count, double timeout_s, uint32_t shape_tag, Body body) {
-  const int64_t submit_ns = timeline_ ? Timeline::now_ns() : 0;
-  std::lock_guard<std::mutex> lock(mu_);
-  const int64_t locked_ns = timeline_ ? Timeline::now_ns() : 0;
-  check_open();
-  transport::MessageMeta meta;
-  meta.seq = seq_++;
-  meta.kind = static_cast<uint8_t>(kind);
-  meta.dtype = static_cast<uint8_t>(dtype);
-  meta.op = static_cast<uint8_t>(op);
-  meta.root = root;
-  meta.count = count;
-  meta.shape_tag = shape_tag;
-  // "allreduce #12 (float32 x 1024)", built in a reused buffer: an
-  // ostringstream here cost about as much as a whole small all-reduce.
-  std::string& context = context_;
-  context.assign(name).append(" #");
-  append_decimal(context, meta.seq);
-  context.append(" (").append(dtype_name(dtype)).append(" x ");
-  append_decimal(context, count);
-  context.push_back(')');
-  transport_->set_context(context);
-  double timeout = timeout_s > 0 ? timeout_s : timeout_s_;
-  transport_->set_deadline(deadline_after(timeout));
-  size_t bytes = count * dtype_size(dtype);
-  inspector_->begin(meta, name, bytes, timeout, Clock::now());
-  if (timeline_) timeline_->begin_collective(meta, name, bytes, submit_ns, locked_ns);
-  algorithms::Context ctx{timeline_ ? timeline_->traced(*transport_) : *transport_, meta,
-                          workspace_, static_cast<size_t>(params().segment_bytes), timeline_.get()};
-  auto finish = [&](bool failed) {
-    inspector_->end();
-    if (timeline_) timeline_->end_collective(failed);
-  };
-  try {
-    body(ctx);
-    finish(false);
-  } catch (const Error& e) {
-    finish(true);
-    if (e.kind() == ErrorKind::kInvalidArgument) throw;  // raised before any message moved
-    failure_ = str_cat(error_kind_name(e.kind()), " error in ", context, ": ", e.what());
-    PTC_LOG(kError, failure_);
-    transport_->abort(e.what(), e.kind());
-    closed_ = true;
-    throw;
-  } catch (const std::exception& e) {
-    finish(true);
-    failure_ = str_cat("unexpected error in ", context, ": ", e.what());
-    transport_->abort(failure_, ErrorKind::kInternal);
-    closed_ = true;
-    throw Error(ErrorKind::kInternal, failure_);
+std::unique_ptr<Request> Communicator::make_request(CollectiveKind kind, const void* in, void* out,
+                                                    size_t count, DType dtype, ReduceOp op,
+                                                    Algorithm algorithm, int root, double timeout_s,
+                                                    uint32_t shape_tag) {
+  auto r = std::make_unique<Request>();
+  r->desc.kind = kind;
+  r->desc.dtype = dtype;
+  r->desc.op = op;
+  r->desc.algorithm = static_cast<uint8_t>(algorithm);
+  r->desc.root = root;
+  r->desc.shape_tag = shape_tag;
+  r->desc.count = count;
+  r->in = in;
+  r->out = out;
+  r->timeout_s = timeout_s > 0 ? timeout_s : timeout_s_;
+  return r;
+}
+
+void Communicator::enqueue_locked(Request* r, uint64_t stream, bool owned) {
+  check_usable_locked();
+  r->key.stream = stream;
+  r->key.seq = next_seq_[stream]++;
+  r->deadline = deadline_after(r->timeout_s);
+  if (timeline_) r->submit_ns = Timeline::now_ns();
+  submitted_.push_back(r);
+  has_submitted_.store(true, std::memory_order_release);
+  if (owned) async_pending_.fetch_add(1);
+}
+
+void Communicator::submit_async(std::vector<std::unique_ptr<Request>> reqs, uint64_t stream,
+                                const std::string& label) {
+  check_process();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    check_usable_locked();
+    for (auto& req : reqs) {
+      Request* r = req.get();
+      enqueue_locked(r, stream, true);
+      r->label = label;
+      r->label.append(" #");
+      append_decimal(r->label, r->key.seq);
+      owned_submitted_.push_back(std::move(req));
+    }
   }
+  bg_cv_.notify_one();  // the background thread drives when nobody else does
+  if (transport_) transport_->wake();
+}
+
+void Communicator::run_sync(CollectiveKind kind, const void* in, void* out, size_t count,
+                            DType dtype, ReduceOp op, Algorithm algorithm, int root,
+                            double timeout_s, uint32_t shape_tag, const CallKey* key) {
+  Request r;
+  r.desc.kind = kind;
+  r.desc.dtype = dtype;
+  r.desc.op = op;
+  r.desc.algorithm = static_cast<uint8_t>(algorithm);
+  r.desc.root = root;
+  r.desc.shape_tag = shape_tag;
+  r.desc.count = count;
+  r.in = in;
+  r.out = out;
+  r.timeout_s = timeout_s > 0 ? timeout_s : timeout_s_;
+  // Before any lock: in a forked child a lock may be held forever by a
+  // thread of the parent that does not exist here.
+  check_process();
+  if (size_ == 1) {
+    std::lock_guard<std::mutex> lock(mu_);
+    check_usable_locked();
+  }
+  const bool named = key != nullptr && !key->name.empty();
+  const ThreadStream& ts = thread_stream();
+  const uint64_t stream = named ? stream_id("name", key->name) : ts.id;
+  const std::thread::id me = std::this_thread::get_id();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!named && size_ > 1) {
+      // Two threads of one name would share one numbering: their calls
+      // could pair with either thread's calls on the other ranks.
+      auto [it, fresh] = stream_users_.emplace(stream, me);
+      if (!fresh && it->second != me) {
+        PTC_THROW(kInvalidArgument, "two threads named '", ts.name,
+                  "' call collectives on this communicator at once; collectives are matched "
+                  "across ranks by thread name and call count, so give each thread its own "
+                  "name (threading.Thread(name=...)), or pass name= to the calls");
+      }
+    }
+    if (size_ > 1) {
+      enqueue_locked(&r, stream, false);
+      // "allreduce #12 of MainThread" (no ostringstream: this is per call).
+      r.label.assign(kind_label(kind));
+      if (named) r.label.append(" '").append(key->name).append("'");
+      r.label.append(" #");
+      append_decimal(r.label, r.key.seq);
+      if (!named) r.label.append(" of ").append(ts.name);
+    }
+  }
+  if (size_ > 1) {
+    struct Release {
+      Communicator* c;
+      uint64_t stream;
+      bool active;
+      ~Release() {
+        if (!active) return;
+        std::lock_guard<std::mutex> lock(c->mu_);
+        c->stream_users_.erase(stream);
+      }
+    } release{this, stream, !named};
+    await(r);
+  } else {
+    // One rank: the result is the input (a mean of one value is that value).
+    const size_t bytes = count * dtype_size(dtype);
+    if (kind != CollectiveKind::kBarrier && kind != CollectiveKind::kBroadcast && out != in &&
+        bytes) {
+      std::memcpy(out, in, bytes);
+    }
+    return;
+  }
+  if (r.error()) std::rethrow_exception(r.error());
 }
 
 Algorithm Communicator::choose_allreduce(size_t bytes) const {
-  if (oneshot_capacity_ > 0 && bytes <= oneshot_capacity_) return Algorithm::kOneShot;
+  if (size_ > 1 && bytes <= eager_bytes_) return Algorithm::kOneShot;
+  return resolve_allreduce(Algorithm::kAuto, bytes);
+}
+
+Algorithm Communicator::resolve_allreduce(Algorithm asked, size_t bytes) const {
+  if (asked == Algorithm::kOneShot) return Algorithm::kRecursiveDoubling;  // not in the round
+  if (asked != Algorithm::kAuto) return asked;
   if (bytes <= static_cast<size_t>(params().small_bytes)) return Algorithm::kRecursiveDoubling;
   if (num_hosts_ > 1 && uniform_hosts_ && local_.size() > 1) return Algorithm::kHierarchical;
   return Algorithm::kRing;
 }
 
 void Communicator::allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                             Algorithm algorithm, double timeout_s, uint32_t shape_tag) {
+                             Algorithm algorithm, double timeout_s, uint32_t shape_tag,
+                             const CallKey* key) {
   PTC_CHECK_ARG(dtype != DType::kBool || op != ReduceOp::kMean,
                 "op 'mean' is not defined for bool; use 'max' (any) or 'min' (all)");
   size_t bytes = count * dtype_size(dtype);
-  Algorithm a = algorithm == Algorithm::kAuto ? choose_allreduce(bytes) : algorithm;
-  if (a == Algorithm::kHierarchical && !uniform_hosts_) {
+  PTC_CHECK_ARG(in == out || !overlap(in, bytes, out, bytes),
+                "the input and out overlap without being the same array; pass out=x for in "
+                "place, or an array of its own");
+  if (algorithm == Algorithm::kHierarchical && !uniform_hosts_) {
     PTC_THROW(kInvalidArgument,
               "hierarchical all-reduce needs the same number of ranks on every "
               "host; this job has uneven hosts: use algorithm='ring' or 'auto'");
   }
-  if (a == Algorithm::kOneShot && (oneshot_capacity_ == 0 || bytes > oneshot_capacity_)) {
-    PTC_THROW(kInvalidArgument, "the one-shot all-reduce takes at most ", oneshot_capacity_,
+  if (algorithm == Algorithm::kOneShot && size_ > 1 && bytes > eager_bytes_) {
+    PTC_THROW(kInvalidArgument, "the one-shot all-reduce takes at most ", eager_bytes_,
               " bytes in this job, got ", bytes,
-              oneshot_capacity_ == 0 ? " (it needs every rank on one host, sharing memory)" : "",
               "; use algorithm='auto' (PYTFCOMM_ONESHOT_BYTES sets the limit)");
   }
-  last_algorithm_ = a;
-  PTC_LOG(kDebug, "allreduce of ", bytes, " bytes: ", algorithm_name(a),
-          algorithm == Algorithm::kAuto ? " (picked by auto)" : " (asked for)");
-  run(CollectiveKind::kAllreduce, "allreduce", dtype, op, 0, count, timeout_s, shape_tag,
-      [&](const algorithms::Context& c) {
-        if (timeline_) timeline_->note_algorithm(algorithm_name(a), algorithm_name(algorithm));
-        switch (a) {
-          case Algorithm::kOneShot:
-            algorithms::oneshot_allreduce(c, world_, in, out, count, dtype, op, size_);
-            break;
-          case Algorithm::kRecursiveDoubling:
-            algorithms::recursive_doubling_allreduce(
-                c, world_, algorithms::Phase::kRecursiveDoubling, in, out, count, dtype, op, size_);
-            break;
-          case Algorithm::kHierarchical:
-            algorithms::hierarchical_allreduce(c, local_, cross_, in, out, count, dtype, op, size_,
-                                               static_cast<size_t>(params().small_bytes));
-            break;
-          default:
-            algorithms::ring_allreduce(c, world_, algorithms::Phase::kRing, in, out, count, dtype,
-                                       op, size_);
-        }
-      });
+  run_sync(CollectiveKind::kAllreduce, in, out, count, dtype, op, algorithm, 0, timeout_s,
+           shape_tag, key);
 }
 
 void Communicator::broadcast(void* buf, size_t count, DType dtype, int root, double timeout_s,
-                             uint32_t shape_tag) {
+                             uint32_t shape_tag, const CallKey* key) {
   PTC_CHECK_ARG(root >= 0 && root < size_, "root must be a rank in [0, ", size_, "), got ", root);
-  run(CollectiveKind::kBroadcast, "broadcast", dtype, ReduceOp::kSum, root, count, timeout_s,
-      shape_tag, [&](const algorithms::Context& c) {
-        algorithms::broadcast(c, world_, buf, count, dtype, root);
-      });
+  run_sync(CollectiveKind::kBroadcast, buf, buf, count, dtype, ReduceOp::kSum, Algorithm::kAuto,
+           root, timeout_s, shape_tag, key);
 }
 
 void Communicator::allgather(const void* in, void* out, size_t count, DType dtype, double timeout_s,
-                             uint32_t shape_tag) {
-  run(CollectiveKind::kAllgather, "allgather", dtype, ReduceOp::kSum, 0, count, timeout_s,
-      shape_tag, [&](const algorithms::Context& c) {
-        if (timeline_) timeline_->note_algorithm("ring", nullptr);
-        algorithms::allgather(c, world_, in, out, count, dtype);
-      });
+                             uint32_t shape_tag, const CallKey* key) {
+  const size_t bytes = count * dtype_size(dtype);
+  PTC_CHECK_ARG(!overlap(in, bytes, out, bytes * static_cast<size_t>(size_)),
+                "allgather's input and output overlap; pass an output array of its own");
+  run_sync(CollectiveKind::kAllgather, in, out, count, dtype, ReduceOp::kSum, Algorithm::kAuto, 0,
+           timeout_s, shape_tag, key);
 }
 
 void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                                  double timeout_s, uint32_t shape_tag) {
+                                  double timeout_s, uint32_t shape_tag, const CallKey* key) {
   PTC_CHECK_ARG(dtype != DType::kBool || op != ReduceOp::kMean,
                 "op 'mean' is not defined for bool");
   PTC_CHECK_ARG(count % static_cast<size_t>(size_) == 0,
                 "reduce_scatter needs a length "
                 "divisible by the number of ranks (",
                 size_, "), got ", count, " elements");
-  run(CollectiveKind::kReduceScatter, "reduce_scatter", dtype, op, 0, count, timeout_s, shape_tag,
-      [&](const algorithms::Context& c) {
-        if (timeline_) timeline_->note_algorithm("ring", nullptr);
-        algorithms::reduce_scatter(c, world_, in, out, count, dtype, op, size_);
-      });
+  const size_t bytes = count * dtype_size(dtype);
+  PTC_CHECK_ARG(!overlap(in, bytes, out, bytes / static_cast<size_t>(size_)),
+                "reduce_scatter's input and output overlap; pass an output array of its own");
+  run_sync(CollectiveKind::kReduceScatter, in, out, count, dtype, op, Algorithm::kAuto, 0,
+           timeout_s, shape_tag, key);
 }
 
-void Communicator::barrier(double timeout_s) {
-  run(CollectiveKind::kBarrier, "barrier", DType::kUInt8, ReduceOp::kSum, 0, 0, timeout_s, 0,
-      [&](const algorithms::Context& c) { algorithms::barrier(c, world_); });
+void Communicator::barrier(double timeout_s, const CallKey* key) {
+  run_sync(CollectiveKind::kBarrier, nullptr, nullptr, 0, DType::kUInt8, ReduceOp::kSum,
+           Algorithm::kAuto, 0, timeout_s, 0, key);
 }
 
 }  // namespace pytfcomm

@@ -1,18 +1,37 @@
 // A communicator: the ranks of one job, connected, with the collectives the
-// public API offers. Collectives on one communicator are serialised; every
-// one carries a sequence number and its metadata so that ranks that
-// disagree fail loudly. After any communication error the communicator is
-// closed for good (peers are told why) and every later call says so.
+// public API offers (docs/negotiation.md).
+//
+// Ranks do not pair up collectives by the order they call them in: every
+// collective has a key (the n-th call of a thread, of a TF op, or of a
+// name), and the ranks negotiate, in rounds, which keys every rank has asked
+// for; those run, in one order on every rank. So threads, TF's inter-op
+// threads and control flow may issue collectives in any order. Before any
+// data moves every rank has seen every rank's description of a collective:
+// a disagreement (kind, dtype, shape, op, root, algorithm) is a MismatchError
+// on every rank and the communicator stays usable. Only a lost, silent or
+// hung peer, a deadline in the middle of a transfer, or an interrupt closes
+// it for good (peers are told why) and every later call says so.
+//
+// Any thread may call a collective; whichever thread is waiting drives the
+// negotiation and runs what was decided (its own collective or another's),
+// and a background thread drives for asynchronous requests (the TF ops) and
+// keeps the peers' liveness checked while nobody waits.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "algorithms/collective.h"
 #include "common/dtype.h"
+#include "engine/negotiator.h"
+#include "engine/request.h"
 #include "engine/stall_inspector.h"
 #include "transport/transport.h"
 
@@ -44,6 +63,13 @@ struct CommOptions {
   double stall_warning_s = -1;    // < 0: PYTFCOMM_STALL_WARNING; 0: no stall warnings
 };
 
+// How a collective call is matched across ranks: by default the n-th
+// unnamed call of the calling thread; with a name, the n-th call under that
+// name (any thread).
+struct CallKey {
+  std::string name;  // "" = the calling thread's stream
+};
+
 class Communicator {
  public:
   explicit Communicator(const CommOptions& opts);
@@ -64,25 +90,42 @@ class Communicator {
   const algorithms::Group& cross_group() const { return cross_; }  // empty unless uniform
   bool uniform_hosts() const { return uniform_hosts_; }
 
-  // timeout_s <= 0 means the communicator's default. shape_tag: a digest of
-  // the caller's array shape, compared across ranks (0: not given).
+  // Synchronous collectives: return when this rank's part is done. timeout_s
+  // <= 0 means the communicator's default. shape_tag: a digest of the
+  // caller's array shape, compared across ranks (0: not given). `key`: how
+  // the call is matched (null: the calling thread's next call).
   void allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                 Algorithm algorithm, double timeout_s, uint32_t shape_tag = 0);
+                 Algorithm algorithm, double timeout_s, uint32_t shape_tag = 0,
+                 const CallKey* key = nullptr);
   void broadcast(void* buf, size_t count, DType dtype, int root, double timeout_s,
-                 uint32_t shape_tag = 0);
+                 uint32_t shape_tag = 0, const CallKey* key = nullptr);
   void allgather(const void* in, void* out, size_t count, DType dtype, double timeout_s,
-                 uint32_t shape_tag = 0);
+                 uint32_t shape_tag = 0, const CallKey* key = nullptr);
   // count: elements of `in`; `out` gets count / size elements.
   void reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                      double timeout_s, uint32_t shape_tag = 0);
-  void barrier(double timeout_s);
+                      double timeout_s, uint32_t shape_tag = 0, const CallKey* key = nullptr);
+  void barrier(double timeout_s, const CallKey* key = nullptr);
 
-  // The algorithm "auto" would pick for an all-reduce of `bytes`.
+  // Asynchronous: requests built by make_request(), submitted together
+  // (consecutive calls of `stream`, a stream_id(); the engine numbers them).
+  // The engine owns them from here on, calls each one's on_done (on the
+  // engine's thread) and deletes it. Throws, and takes none, when the
+  // communicator cannot take them (closed, or in a forked child).
+  std::unique_ptr<Request> make_request(algorithms::CollectiveKind kind, const void* in, void* out,
+                                        size_t count, DType dtype, ReduceOp op, Algorithm algorithm,
+                                        int root, double timeout_s, uint32_t shape_tag);
+  void submit_async(std::vector<std::unique_ptr<Request>> reqs, uint64_t stream,
+                    const std::string& label);
+
+  // The algorithm "auto" would pick for an all-reduce of `bytes` (kOneShot:
+  // within the negotiation round, when every rank asks in the same round).
   Algorithm choose_allreduce(size_t bytes) const;
   Algorithm last_algorithm() const { return last_algorithm_; }
 
   void close();
   bool closed() const;
+  // Why an error closed it ("" when open or closed by close()).
+  std::string failure() const;
 
   // Tensor fusion and asynchronous all-reduce on this communicator.
   Fusion& fusion() { return *fusion_; }
@@ -91,10 +134,46 @@ class Communicator {
   std::string timeline_path() const;
 
  private:
-  template <typename Body>
-  void run(algorithms::CollectiveKind kind, const char* name, DType dtype, ReduceOp op, int root,
-           size_t count, double timeout_s, uint32_t shape_tag, Body body);
-  void check_open() const;
+  enum class RoundState { kBetween, kInRound };
+
+  // Called with mu_ held: checks the communicator can take a request,
+  // gives it its key and queues it for the driver.
+  void enqueue_locked(Request* r, uint64_t stream, bool owned);
+  void run_sync(algorithms::CollectiveKind kind, const void* in, void* out, size_t count,
+                DType dtype, ReduceOp op, Algorithm algorithm, int root, double timeout_s,
+                uint32_t shape_tag, const CallKey* key);
+  void check_usable_locked() const;
+  // Throws kClosed in a forked child (lock-free: call it before any lock).
+  void check_process() const;
+  // Waits for `r`, driving the engine whenever no other thread does.
+  void await(Request& r);
+  // With mu_ held: gives up the driver role and wakes who may take it.
+  void release_driver_locked();
+
+  // The driver (driver.cc): one step of the negotiation, until done().
+  void drive(const std::function<bool()>& done);
+  void step(const std::function<bool()>& done);
+  void take_submissions();
+  void expire();
+  void publish_round();
+  void process_round();
+  void run_decision(Decision& d);
+  bool fast_round();
+  // Whether `r` may run within a round, and how many input bytes it adds.
+  bool eager_input(const Request& r, size_t* data_bytes) const;
+  bool data_complete(const Descriptor& desc, const std::vector<const char*>& data) const;
+  // A failure that ends the communicator: tell peers, fail every request.
+  void fail(const std::exception_ptr& error, ErrorKind kind, const std::string& what);
+  void finish(Request* r, std::exception_ptr error);
+  TimePoint earliest_deadline() const;
+
+  // Data movement of one decided collective (execute.cc).
+  void execute(Request& r, const Decision& d);
+  void execute_eager(Request& r, const Decision& d);
+  Algorithm resolve_allreduce(Algorithm asked, size_t bytes) const;
+
+  // The background thread (background.cc).
+  void background_loop();
 
   int rank_;
   int size_;
@@ -102,22 +181,54 @@ class Communicator {
   int num_hosts_ = 1;
   bool uniform_hosts_ = false;  // every host runs the same number of ranks
   double timeout_s_;
+  uint64_t fork_generation_ = 0;
   std::vector<std::string> hosts_;
   algorithms::Group world_, local_, cross_;
   std::unique_ptr<transport::Transport> transport_;
   algorithms::Workspace workspace_;
+  size_t eager_bytes_ = 0;  // largest input that may run within a round
+
+  // Shared between threads, under mu_.
   mutable std::mutex mu_;
-  uint32_t seq_ = 0;
+  std::condition_variable cv_;       // for callers: a request finished, or the driver left
+  std::condition_variable bg_cv_;    // for the background thread: work, or the end
+  int waiters_ = 0;                  // threads waiting on cv_
+  std::vector<Request*> submitted_;  // not yet taken by the driver
+  std::vector<std::unique_ptr<Request>> owned_submitted_;
+  std::unordered_map<uint64_t, uint64_t> next_seq_;             // by stream
+  std::unordered_map<uint64_t, std::thread::id> stream_users_;  // streams in a call now
+  bool driving_ = false;                                        // some thread drives
+  std::atomic<int> sync_waiters_{0};   // synchronous callers waiting for the role
+  std::atomic<int> async_pending_{0};  // asynchronous requests not finished
+  std::atomic<bool> has_submitted_{false};
+  std::atomic<bool> closing_{false};    // close() waits for the driver to leave
+  std::atomic<bool> interrupt_{false};  // a waiting caller was interrupted
   bool closed_ = false;
+  bool stop_ = false;    // the background thread must end
   std::string failure_;  // why the communicator was closed by an error
-  std::string context_;  // the running collective, for messages (run() reuses it)
+  ErrorKind failure_kind_ = ErrorKind::kClosed;
+
+  // The driver's (one thread at a time, while driving_).
+  Negotiator negotiator_;
+  RoundState state_ = RoundState::kBetween;
+  uint64_t round_ = 1;
+  uint32_t exec_seq_ = 0;
+  std::vector<Request*> fresh_;          // taken, not yet announced
+  std::vector<CollectiveKey> withdraw_;  // announced, past their deadline
+  TimePoint round_deadline_ = TimePoint::max();
+  Decision fast_decision_;
+  std::vector<const char*> fast_data_;
+  double beat_s_ = 0;  // liveness heartbeat interval (0: off)
+  std::unordered_map<Request*, std::unique_ptr<Request>> owned_;  // async requests
+  std::vector<ParsedRecord> parsed_;
+  std::string context_;
   Algorithm last_algorithm_ = Algorithm::kAuto;
-  size_t oneshot_capacity_ = 0;  // agreed by all ranks at setup (0: no one-shot)
-  // Observability (docs/timeline.md, docs/reliability.md); both live until
-  // the destructor so run() may test timeline_ before taking mu_.
+
+  // Observability (docs/timeline.md, docs/reliability.md).
   std::unique_ptr<StallInspector> inspector_;
   std::unique_ptr<Timeline> timeline_;
-  std::unique_ptr<Fusion> fusion_;  // last: its thread uses the members above
+  std::unique_ptr<Fusion> fusion_;
+  std::thread background_;  // last: it uses everything above
 };
 
 }  // namespace pytfcomm

@@ -23,6 +23,8 @@ const char* kind_name(uint8_t kind) {
       return "reduce_scatter";
     case algorithms::CollectiveKind::kBarrier:
       return "barrier";
+    case algorithms::CollectiveKind::kNegotiate:
+      return "negotiation round";
   }
   return "collective";
 }
@@ -172,9 +174,12 @@ std::string StallInspector::report() const {
     const PeerView& v = peers_[static_cast<size_t>(p)];
     std::string who = transport_ ? transport_->describe_peer(p) : str_cat("rank ", p);
     bool recent = v.heard_at != TimePoint{} && v.heard_at >= started_;
-    if (recent && v.meta.seq == meta_.seq) {
+    // Rounds and collectives are numbered apart: compare like with like.
+    const auto neg = static_cast<uint8_t>(algorithms::CollectiveKind::kNegotiate);
+    const bool same_kind = (v.meta.kind == neg) == (meta_.kind == neg);
+    if (recent && same_kind && v.meta.seq == meta_.seq) {
       add(joined, str_cat("rank ", p));
-    } else if (recent && v.meta.seq > meta_.seq) {
+    } else if (recent && same_kind && v.meta.seq > meta_.seq) {
       add(ahead, str_cat("rank ", p, " (in ", kind_name(v.meta.kind), " #", v.meta.seq, ")"));
     } else if (v.heard_at != TimePoint{} && v.heard_at >= last_ask_) {
       add(missing, str_cat(who, " is still in ", kind_name(v.meta.kind), " #", v.meta.seq));
@@ -188,9 +193,15 @@ std::string StallInspector::report() const {
     for (int p : transport_->pending_peers()) add(waits, str_cat("rank ", p));
   }
   std::string shape = meta_.shape_tag ? str_cat(", shape tag ", hex32(meta_.shape_tag)) : "";
+  // Waiting in a negotiation round: for the other ranks to ask for anything.
+  const bool negotiating =
+      meta_.kind == static_cast<uint8_t>(algorithms::CollectiveKind::kNegotiate);
+  std::string what = negotiating ? std::string(name_)
+                                 : str_cat(name_, " #", meta_.seq, " (",
+                                           dtype_name(static_cast<DType>(meta_.dtype)), " x ",
+                                           meta_.count, ", ", bytes_, " bytes", shape, ")");
   return str_cat(
-      "stall: ", name_, " #", meta_.seq, " (", dtype_name(static_cast<DType>(meta_.dtype)), " x ",
-      meta_.count, ", ", bytes_, " bytes", shape, ") has waited ",
+      "stall: ", what, " has waited ",
       static_cast<int64_t>(seconds_since(started_) * 10 + 0.5) / 10.0, " s on this rank. ",
       missing.empty() ? std::string("Every rank is in it (a slow transfer?)")
                       : str_cat("Holding it back: ", missing),

@@ -125,14 +125,24 @@ class TracedTransport : public transport::Transport {
     return t_.send_status(peer, meta, flags);
   }
   std::vector<int> pending_peers() const override { return t_.pending_peers(); }
-  size_t oneshot_capacity() const override { return t_.oneshot_capacity(); }
-  std::vector<const void*> oneshot_exchange(const void* data, size_t nbytes,
-                                            const transport::MessageMeta& meta) override {
-    int64_t t0 = Timeline::now_ns();
-    auto out = t_.oneshot_exchange(data, nbytes, meta);
-    int64_t t1 = Timeline::now_ns();
-    if (t1 - t0 >= kMinWaitNs) tl_.add_wait("wait_oneshot", -1, nbytes, t0, t1);
-    return out;
+  // Negotiation rounds are the engine's, outside any collective: untraced.
+  size_t round_capacity() const override { return t_.round_capacity(); }
+  void round_arm(uint64_t round) override { t_.round_arm(round); }
+  char* round_outbox() override { return t_.round_outbox(); }
+  void round_publish(size_t bytes) override { t_.round_publish(bytes); }
+  bool round_started() override { return t_.round_started(); }
+  bool round_complete() override { return t_.round_complete(); }
+  const char* round_record(int rank, size_t* bytes) override {
+    return t_.round_record(rank, bytes);
+  }
+  void wait_for(const std::function<bool()>& pred, TimePoint wake_by) override {
+    t_.wait_for(pred, wake_by);
+  }
+  void wake() noexcept override { t_.wake(); }
+  void keep_alive() override { t_.keep_alive(); }
+  void flush(TimePoint until) noexcept override { t_.flush(until); }
+  void set_liveness(double interval_s, double silence_s) override {
+    t_.set_liveness(interval_s, silence_s);
   }
   void forget() {
     posts_.clear();  // keeps its capacity: no allocation per collective
@@ -228,7 +238,6 @@ transport::Transport& Timeline::traced(transport::Transport& inner) {
 
 void Timeline::begin_collective(const transport::MessageMeta& meta, const char* name, size_t bytes,
                                 int64_t submit_ns, int64_t locked_ns) {
-  int64_t now = now_ns();
   cur_ = TraceEvent{};
   cur_.name = name;
   cur_.cat = "collective";
@@ -244,10 +253,9 @@ void Timeline::begin_collective(const transport::MessageMeta& meta, const char* 
   cur_.shape_tag = meta.shape_tag;
   cur_.count = meta.count;
   depth_ = 0;
-  // No negotiation round: the metadata travels in every frame and is checked
-  // on receipt; "metadata" is building it and arming the deadline.
-  add(TraceEvent{"queue", "phase", submit_ns, cur_.queue_ns, cur_.tid, meta.seq});
-  add(TraceEvent{"metadata", "phase", locked_ns, now - locked_ns, cur_.tid, meta.seq});
+  // From the call until every rank had asked for it and the data could move
+  // (docs/negotiation.md): waiting for the others, and the rounds.
+  add(TraceEvent{"negotiate", "phase", submit_ns, cur_.queue_ns, cur_.tid, meta.seq});
 }
 
 void Timeline::note_algorithm(const char* chosen, const char* requested) {

@@ -60,7 +60,8 @@ class Timeline : public algorithms::Tracer {
   transport::Transport& traced(transport::Transport& inner);
 
   // Around one collective, on the thread that runs it.
-  // submit_ns: when the call arrived; locked_ns: when it had the communicator.
+  // submit_ns: when the call arrived; locked_ns: when its data began to move
+  // (the negotiation in between is its first phase).
   void begin_collective(const transport::MessageMeta& meta, const char* name, size_t bytes,
                         int64_t submit_ns, int64_t locked_ns);
   void note_algorithm(const char* chosen, const char* requested);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ inline bool operator==(const MessageMeta& a, const MessageMeta& b) {
   return a.seq == b.seq && a.kind == b.kind && a.dtype == b.dtype && a.op == b.op &&
          a.phase == b.phase && a.root == b.root && a.shape_tag == b.shape_tag && a.count == b.count;
 }
+
+// MessageMeta::kind of the frames that carry negotiation records (the
+// collectives' kinds are 1..5, algorithms/collective.h).
+constexpr uint8_t kNegotiationKind = 6;
 
 // Identifies a posted operation; valid until the transport is destroyed.
 using Handle = uint64_t;
@@ -116,22 +121,48 @@ class Transport {
   // Peers with operations still pending (what a wait is waiting for).
   virtual std::vector<int> pending_peers() const { return {}; }
 
-  // One-shot exchange for small collectives among ranks that all share
-  // memory: each rank publishes its input where every other rank reads it
-  // in place, so a whole all-reduce is one write, one wait and one local
-  // reduce. Largest exchange in bytes; 0 where it is not available.
-  virtual size_t oneshot_capacity() const { return 0; }
-  // Publishes `nbytes` (<= oneshot_capacity()) of `data` under `meta`, waits
-  // until every rank published this exchange, and returns each rank's bytes
-  // (index = rank; this rank's own copy too), readable until this rank's
-  // next exchange. Every rank must call it for the same collectives in the
-  // same order. Throws kMismatch when a rank published other metadata or
-  // size, or sent a frame meanwhile (it runs another collective), and the
-  // errors of wait() otherwise.
-  virtual std::vector<const void*> oneshot_exchange(const void* data, size_t nbytes,
-                                                    const MessageMeta& meta) {
-    PTC_THROW(kInternal, "this transport has no one-shot exchange");
-  }
+  // --- Negotiation rounds (engine/negotiator.h, docs/negotiation.md) ---
+  // Every rank contributes one record per round and reads every other
+  // rank's record of that round. Rounds are numbered from 1; round k is
+  // armed once this rank is done with everything of round k-1 (its
+  // records and the data of the collectives it decided).
+  // The most bytes one record may hold.
+  virtual size_t round_capacity() const = 0;
+  // Arms round `round`: from now on peers' records of it are taken in.
+  virtual void round_arm(uint64_t round) = 0;
+  // Where to build this rank's record of the armed round (round_capacity()
+  // bytes), then publish the first `bytes` of it; returns at once.
+  virtual char* round_outbox() = 0;
+  virtual void round_publish(size_t bytes) = 0;
+  // Without blocking: whether some peer / every peer has published the
+  // armed round (progress happens in waits).
+  virtual bool round_started() = 0;
+  virtual bool round_complete() = 0;
+  // Rank `rank`'s record of the armed round once complete (this rank's own
+  // too), readable until the next round_arm().
+  virtual const char* round_record(int rank, size_t* bytes) = 0;
+
+  // --- Waiting ---
+  // Makes progress on everything and blocks between polls until pred()
+  // holds. Throws what wait() throws (the deadline, a lost or silent peer),
+  // and Error(kInterrupted) when the thread's interrupt check says so
+  // (common/interrupt.h). `wake_by`: look at pred() again by then at the
+  // latest.
+  virtual void wait_for(const std::function<bool()>& pred, TimePoint wake_by) = 0;
+  // Any thread: makes a wait_for() in progress look at its predicate soon.
+  virtual void wake() noexcept {}
+  // Liveness while no collective waits (the engine's background thread):
+  // sends heartbeats that are due and takes in what has arrived, without
+  // blocking. Throws kPeerLost for a peer that has been silent too long
+  // (waits do the same themselves).
+  virtual void keep_alive() {}
+  // Before a clean close: tries, until `until` at the latest, to hand what
+  // is still queued to the peers (records a round did not wait for).
+  // Never throws.
+  virtual void flush(TimePoint until) noexcept {}
+  // Heartbeats every `interval_s`; a peer silent for `silence_s` is lost
+  // (0: liveness off). Every rank of a job must use the same values.
+  virtual void set_liveness(double interval_s, double silence_s) {}
 };
 
 }  // namespace pytfcomm::transport

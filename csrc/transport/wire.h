@@ -11,27 +11,38 @@ namespace pytfcomm::wire {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format assumes little endian");
 
 // 3: STAT frames (stall inspector); 4: extra TCP streams; 5: ABRT flags and
-// shared-memory abort notes
-constexpr uint32_t kProtocolVersion = 5;
+// shared-memory abort notes; 6: negotiation rounds (engine/round_record.h),
+// BEAT frames, the error kind in ABRT flags
+constexpr uint32_t kProtocolVersion = 6;
 constexpr uint64_t kHelloMagic = 0x314d4d4f43465450ULL;  // "PTFCOMM1"
 constexpr uint32_t kDataMagic = 0x41544144;              // "DATA"
 constexpr uint32_t kAbortMagic = 0x54524241;             // "ABRT"
 constexpr uint32_t kStatusMagic = 0x54415453;            // "STAT"
+constexpr uint32_t kBeatMagic = 0x54414542;              // "BEAT"
+constexpr uint32_t kRoundMagic = 0x20444e52;             // "RND "
 constexpr uint32_t kMaxAbortReason = 4096;
 constexpr uint32_t kMaxJoinError = 4096;
 
 // Flags of an ABRT frame (its `reserved` field) and of a shared-memory abort
 // note: why the sender gave up, so that every rank raises the same class.
+// Bits 8..15 carry the sender's ErrorKind + 1 (0: not given), so that a rank
+// told of a failure raises the class of its root cause.
 enum AbortFlags : uint32_t {
   kAbortTimeout = 1,  // a deadline passed (else: a lost peer, a mismatch, ...)
-  kAbortAllFlags = 1,
+  kAbortKindShift = 8,
+  kAbortKindMask = 0xff00,
+  kAbortAllFlags = 1 | 0xff00,
 };
 
 // Precedes every message on an established connection. A STAT frame (stall
 // inspector, no payload) may come between any two frames: `reserved` holds
-// its StatusFlags, `meta` the collective its sender is in (or last ran). An
-// ABRT frame is the last one: `reserved` holds AbortFlags, a reason of
-// `nbytes` <= kMaxAbortReason follows.
+// its StatusFlags, `meta` the collective its sender is in (or last ran). So
+// may a BEAT frame (liveness, no payload, all other fields zero), and a RND
+// frame: a negotiation record of `nbytes` (meta.kind = kNegotiationKind,
+// meta.count = the round), taken in by the receiver whenever it reads, into
+// one of two slots by round parity (a peer is at most one round ahead). An ABRT
+// frame is the last one: `reserved` holds AbortFlags, a reason of `nbytes`
+// <= kMaxAbortReason follows.
 struct FrameHeader {
   uint32_t magic;  // kDataMagic, kAbortMagic or kStatusMagic
   uint32_t reserved;

@@ -107,6 +107,16 @@ FrameVerdict check_frame(const FrameHeader& got, const transport::MessageMeta& w
     bool ok = got.nbytes == 0 && (got.reserved & ~transport::kStatusAllFlags) == 0;
     return ok ? FrameVerdict::kStatus : FrameVerdict::kNotAFrame;
   }
+  if (got.magic == kBeatMagic) {
+    static const transport::MessageMeta kZero{};
+    bool ok = got.nbytes == 0 && got.reserved == 0 && got.meta == kZero;
+    return ok ? FrameVerdict::kBeat : FrameVerdict::kNotAFrame;
+  }
+  if (got.magic == kRoundMagic) {
+    bool ok =
+        got.reserved == 0 && got.meta.kind == transport::kNegotiationKind && got.meta.count > 0;
+    return ok ? FrameVerdict::kRound : FrameVerdict::kNotAFrame;
+  }
   if (got.magic != kDataMagic) return FrameVerdict::kNotAFrame;
   if (got.nbytes > max_message) return FrameVerdict::kTooLarge;
   if (!(got.meta == want) || got.nbytes != want_nbytes) return FrameVerdict::kMismatch;

@@ -31,6 +31,8 @@ enum class FrameVerdict {
   kOk,
   kAbort,      // the peer gave up; a reason of nbytes <= kMaxAbortReason follows
   kStatus,     // a well-formed STAT frame (no payload), not matched with receives
+  kBeat,       // a well-formed BEAT frame (no payload), not matched with receives
+  kRound,      // a RND frame (a negotiation record follows), not matched with receives
   kNotAFrame,  // bad magic: a corrupt or foreign stream
   kTooLarge,   // announced payload over the PYTFCOMM_MAX_MESSAGE cap
   kMismatch,   // metadata or length differs from the posted receive

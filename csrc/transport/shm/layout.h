@@ -81,7 +81,8 @@ struct OneShotCtl {
   alignas(kCacheLine) OneShotSlot slot[2];
 };
 constexpr size_t kOneShotCtlBytes = 4096;
-constexpr uint32_t kMaxOneShotBytes = 1u << 20;
+// PYTFCOMM_ONESHOT_BYTES (at most 1 MiB) plus room for a negotiation record's table.
+constexpr uint32_t kMaxOneShotBytes = (1u << 20) + (64u << 10);
 static_assert(sizeof(OneShotCtl) <= kOneShotCtlBytes, "one-shot control too large");
 
 inline size_t ring_offset(size_t index, size_t ring_bytes) {

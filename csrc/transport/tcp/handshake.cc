@@ -9,6 +9,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "common/interrupt.h"
 #include "common/logging.h"
 #include "transport/wire_check.h"
 
@@ -174,6 +175,7 @@ std::vector<AcceptedPeer> accept_peers(int listener, int count, const AuthConfig
     pending.erase(pending.begin() + static_cast<long>(i));
   };
   while (static_cast<int>(done.size()) < count) {
+    poll_interrupt();
     auto now = Clock::now();
     if (now >= deadline) {
       PTC_THROW(kTimeout, "timed out waiting for ", count - static_cast<int>(done.size()),

@@ -51,12 +51,17 @@ bool Pair::progress(const std::string& context) {
   bool moved = false;
   if (!sends_.empty()) moved |= progress_send(context);
   if (!unreleased_.empty()) moved |= complete_released(context);
-  if (!recvs_.empty()) moved |= progress_recv(context);
+  if (!recvs_.empty()) {
+    moved |= progress_recv(context);
+  } else if (watching() && !header_ready_) {
+    moved |= read_control(context);
+  }
   return moved;
 }
 
 bool Pair::read_ahead(const std::string& context) {
   if (!recvs_.empty() || closed_ || polled() || !stream_->read_ahead()) return false;
+  heard();
   // Those bytes' readiness edge is spent (epoll reports a socket only while
   // it is still readable), so nothing would make handle_events look at
   // them: a status answer or ABORT frame among them must be taken now, or
@@ -129,7 +134,9 @@ void Pair::check_header(const Op& op, const std::string& context) {
       return;
     case wire::FrameVerdict::kAbort:
       read_abort_and_throw(context);
-    case wire::FrameVerdict::kStatus:  // handled before (progress_recv)
+    case wire::FrameVerdict::kStatus:  // handled before (read_control)
+    case wire::FrameVerdict::kBeat:
+    case wire::FrameVerdict::kRound:
     case wire::FrameVerdict::kNotAFrame:
       fail_lost(context, "it sent bytes that are not a pytfcomm frame (corrupt stream)");
     case wire::FrameVerdict::kTooLarge:
@@ -148,31 +155,91 @@ void Pair::check_header(const Op& op, const std::string& context) {
             "dtype, shape, element count, op and root");
 }
 
+bool Pair::read_control(const std::string& context) {
+  bool moved = false;
+  while (!header_ready_) {
+    char* dst;
+    size_t want;
+    if (record_left_ > 0) {
+      dst = filling_->data.get() + (filling_->bytes - record_left_);
+      want = record_left_;
+    } else {
+      dst = reinterpret_cast<char*>(&in_header_) + in_header_got_;
+      want = sizeof(wire::FrameHeader) - in_header_got_;
+    }
+    ssize_t r = stream_->read_some(dst, want);
+    if (r == 0 || (r < 0 && !would_block(errno))) {
+      const bool ended = r == 0;
+      if (ended) eof_ = true;
+      // Mid-frame or with a receive posted, that is a loss; otherwise only
+      // remembered (a peer that finished may close first; a round that
+      // needs its record checks, PairTransport::block_once).
+      if (!recvs_.empty() || record_left_ > 0 || in_header_got_ > 0) {
+        fail_lost(context, ended ? "the connection was closed"
+                                 : str_cat("receive failed: ", std::strerror(errno)));
+      }
+      return moved;  // nothing was expected: remembered (eof_)
+    }
+    if (r < 0) return moved;  // would block
+    moved = true;
+    heard();
+    if (record_left_ > 0) {
+      record_left_ -= static_cast<size_t>(r);
+      if (record_left_ == 0) filling_->full = true;
+      continue;
+    }
+    in_header_got_ += static_cast<size_t>(r);
+    if (in_header_got_ < sizeof(wire::FrameHeader)) continue;
+    in_header_got_ = 0;
+    switch (wire::check_frame(in_header_, {}, 0, max_message_)) {
+      case wire::FrameVerdict::kStatus:
+        deliver_status(in_header_);
+        continue;
+      case wire::FrameVerdict::kBeat:
+        continue;
+      case wire::FrameVerdict::kAbort:
+        read_abort_and_throw(context);
+      case wire::FrameVerdict::kRound: {
+        const uint64_t round = in_header_.meta.count;
+        Slot& slot = inbox_[round & 1];
+        if (inbox_capacity_ == 0 || in_header_.nbytes > inbox_capacity_ || slot.round == round ||
+            (slot.full && slot.round != 0)) {
+          fail_lost(context, str_cat("it sent a negotiation record of ", in_header_.nbytes,
+                                     " bytes for round ", round,
+                                     " this rank cannot take (corrupt stream or version)"));
+        }
+        if (!slot.data) {
+          void* mem = std::aligned_alloc(64, (inbox_capacity_ + 63) / 64 * 64);
+          if (!mem) PTC_THROW(kInternal, "out of memory for negotiation records");
+          slot.data.reset(static_cast<char*>(mem));
+        }
+        slot.round = round;
+        slot.bytes = static_cast<size_t>(in_header_.nbytes);
+        slot.full = slot.bytes == 0;
+        filling_ = &slot;
+        record_left_ = slot.bytes;
+        continue;
+      }
+      default:  // a data frame (or garbage: its receive's check says so)
+        in_header_got_ = sizeof(wire::FrameHeader);
+        header_ready_ = true;
+        break;
+    }
+  }
+  return moved;
+}
+
 bool Pair::progress_recv(const std::string& context) {
   bool moved = false;
   while (!recvs_.empty()) {
     Op& op = recvs_.front();
-    if (in_header_got_ < sizeof(wire::FrameHeader)) {
-      ssize_t r = stream_->read_some(reinterpret_cast<char*>(&in_header_) + in_header_got_,
-                                     sizeof(wire::FrameHeader) - in_header_got_);
-      if (r == 0) {
-        eof_ = true;
-        fail_lost(context, "the connection was closed");
-      }
-      if (r < 0) {
-        if (would_block(errno)) return moved;
-        fail_lost(context, str_cat("receive failed: ", std::strerror(errno)));
-      }
-      moved = true;
-      in_header_got_ += static_cast<size_t>(r);
-      if (in_header_got_ < sizeof(wire::FrameHeader)) continue;
-      if (in_header_.magic == wire::kStatusMagic &&
-          wire::check_frame(in_header_, {}, 0, 0) == wire::FrameVerdict::kStatus) {
-        deliver_status(in_header_);  // not for a receive: read the next header
-        in_header_got_ = 0;
-        continue;
-      }
+    if (!header_ready_) {
+      moved |= read_control(context);
+      if (!header_ready_) return moved;
+    }
+    if (!header_checked_) {
       check_header(op, context);
+      header_checked_ = true;
     }
     if (op.done < op.nbytes) {
       ssize_t r = stream_->read_some(op.data + op.done, op.nbytes - op.done);
@@ -185,11 +252,14 @@ bool Pair::progress_recv(const std::string& context) {
         fail_lost(context, str_cat("receive failed: ", std::strerror(errno)));
       }
       moved = true;
+      heard();
       op.done += static_cast<size_t>(r);
     }
     if (op.done == op.nbytes) {
       recvs_.pop_front();
       ++recvs_done_;
+      header_ready_ = false;
+      header_checked_ = false;
       in_header_got_ = 0;
     }
   }
@@ -206,9 +276,13 @@ void Pair::throw_last_words(const std::string& context) {
   // here asked for yet may come first. Skip them (into a fixed buffer, their
   // lengths checked first): this rank is failing anyway.
   char sink[16 << 10];
-  uint64_t skip = 0;
-  if (in_header_got_ == sizeof(wire::FrameHeader) && !recvs_.empty()) {
-    skip = recvs_.front().nbytes - recvs_.front().done;
+  uint64_t skip = record_left_;  // a record being read, then frames
+  record_left_ = 0;
+  if (header_ready_) {
+    skip += header_checked_ && !recvs_.empty() ? recvs_.front().nbytes - recvs_.front().done
+                                               : in_header_.nbytes;
+    header_ready_ = header_checked_ = false;
+    in_header_got_ = 0;
   }
   TimePoint deadline = deadline_after(0.5);
   while (Clock::now() < deadline) {
@@ -229,7 +303,9 @@ void Pair::throw_last_words(const std::string& context) {
       case wire::FrameVerdict::kAbort:
         read_abort_and_throw(context);
       case wire::FrameVerdict::kStatus:
+      case wire::FrameVerdict::kBeat:
         break;
+      case wire::FrameVerdict::kRound:
       case wire::FrameVerdict::kOk:  // a data frame of acceptable length
         skip = h.nbytes;
         break;
@@ -245,7 +321,14 @@ void Pair::throw_aborted(const std::string& context, std::string reason, uint32_
   }
   if (reason.empty()) reason = "(no reason given)";
   gone_ = true;
-  if (flags & wire::kAbortTimeout) {
+  // The class of the root cause, so that every rank raises the same one;
+  // the message names this peer as the one that relayed it.
+  uint32_t kind = (flags & wire::kAbortKindMask) >> wire::kAbortKindShift;
+  if (kind == static_cast<uint32_t>(ErrorKind::kMismatch) + 1) {
+    PTC_THROW(kMismatch, name_, " gave up on a mismatch while this rank was in ", context, ": ",
+              reason);
+  }
+  if ((flags & wire::kAbortTimeout) || kind == static_cast<uint32_t>(ErrorKind::kTimeout) + 1) {
     PTC_THROW(kTimeout, name_, " gave up at its deadline while this rank was in ", context, ": ",
               reason);
   }
@@ -275,43 +358,59 @@ void Pair::check_idle(const std::string& context) {
   std::string note;
   uint32_t flags = 0;
   if (stream_->peer_note(&note, &flags)) throw_aborted(context, std::move(note), flags);
-  // Status frames that wait here are consumed; they are all we may read
-  // without a posted receive.
-  for (;;) {
-    if (eof_ || closed_ || !recvs_.empty()) return;
-    wire::FrameHeader h{};
-    ssize_t r = stream_->peek(&h, sizeof(h));
-    if (r == 0) {
-      eof_ = true;
-      return;
-    }
-    if (r != static_cast<ssize_t>(sizeof(h))) return;
-    if (wire::check_frame(h, {}, 0, 0) == wire::FrameVerdict::kAbort) {
-      (void)stream_->read_some(&in_header_, sizeof(h));
-      read_abort_and_throw(context);
-    }
-    if (wire::check_frame(h, {}, 0, 0) != wire::FrameVerdict::kStatus) return;
-    if (stream_->read_some(&h, sizeof(h)) != static_cast<ssize_t>(sizeof(h))) return;
-    deliver_status(h);
-  }
+  // Control frames that wait here are taken in; they are all we may read
+  // without a posted receive (a data frame's header is kept for it).
+  if (eof_ || !recvs_.empty() || header_ready_) return;
+  read_control(context);
 }
 
-void Pair::check_quiet(const std::string& context) {
+void Pair::check_alive(const std::string& context) {
   check_idle(context);
   if (eof_ || stream_->peer_gone()) fail_lost(context, "its connection closed");
-  wire::FrameHeader h{};
-  if (recvs_.empty() && stream_->peek(&h, sizeof(h)) == static_cast<ssize_t>(sizeof(h)) &&
-      h.magic == wire::kDataMagic) {
-    PTC_THROW(kMismatch, "ranks disagree during ", context, ": ", name_, " sent a message of ",
-              wire::describe_meta(h.meta, h.nbytes),
-              " while this rank waits in a one-shot exchange (another collective, size or "
-              "algorithm). Every rank must call the same collectives in the same order with the "
-              "same dtype, shape, element count, op and root");
-  }
 }
 
 void Pair::deliver_status(const wire::FrameHeader& h) noexcept {
   if (observer_) observer_->on_status(peer_, h.meta, h.reserved);
+}
+
+bool Pair::record_ready(uint64_t round) const {
+  const Slot& s = inbox_[round & 1];
+  return s.full && s.round == round;
+}
+
+const char* Pair::record(uint64_t round, size_t* bytes) const {
+  const Slot& s = inbox_[round & 1];
+  PTC_ENFORCE(s.full && s.round == round, "no record of round ", round, " from ", name_);
+  *bytes = s.bytes;
+  return s.data.get();
+}
+
+void Pair::drop_record(uint64_t round) {
+  Slot& s = inbox_[round & 1];
+  if (s.round == round && s.full) {
+    s.round = 0;
+    s.full = false;
+  }
+}
+
+void Pair::post_record(const void* data, size_t bytes, uint64_t round) {
+  Op op{static_cast<char*>(const_cast<void*>(data)), bytes, 0, {}};
+  op.header.magic = wire::kRoundMagic;
+  op.header.nbytes = bytes;
+  op.header.meta.seq = static_cast<uint32_t>(round);
+  op.header.meta.kind = transport::kNegotiationKind;
+  op.header.meta.count = round;
+  sends_.push_back(op);
+  ++sends_posted_;
+}
+
+bool Pair::send_beat() noexcept {
+  if (closed_ || eof_ || gone_) return false;
+  Op op{nullptr, 0, 0, {}};
+  op.header.magic = wire::kBeatMagic;
+  sends_.push_back(op);
+  ++sends_posted_;
+  return true;
 }
 
 bool Pair::send_status(const transport::MessageMeta& meta, uint32_t flags) noexcept {

@@ -7,10 +7,12 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "transport/stream.h"
 #include "transport/wire.h"
 
@@ -34,7 +36,9 @@ class Pair {
   uint64_t post_recv(void* data, size_t nbytes, const transport::MessageMeta& meta);
   bool send_done(uint64_t seq) const { return sends_done_ > seq; }
   bool recv_done(uint64_t seq) const { return recvs_done_ > seq; }
-  bool idle() const { return sends_.empty() && recvs_.empty() && unreleased_.empty(); }
+  bool idle() const {
+    return sends_.empty() && recvs_.empty() && unreleased_.empty() && !watching();
+  }
   bool wants_write() const { return !sends_.empty(); }
 
   // Move bytes until the kernel would block. Returns true if anything moved.
@@ -53,10 +57,10 @@ class Pair {
   // A clean EOF is only remembered: a peer that finished its work may close
   // before we finish ours.
   void check_idle(const std::string& context);
-  // For an idle pair while this rank waits outside the frames (the one-shot
-  // exchange): check_idle(), then kPeerLost if the peer is gone, kMismatch
-  // if it sent a data frame (it runs another collective than this rank).
-  void check_quiet(const std::string& context);
+  // For an idle pair while this rank waits for the peer outside the frames
+  // (a negotiation round in shared memory): check_idle(), then kPeerLost if
+  // the peer is gone.
+  void check_alive(const std::string& context);
 
   // Giving up: tell the peer why, then close (docs/reliability.md). Where the
   // stream has a note (shared memory) the reason goes there and the pair
@@ -77,6 +81,25 @@ class Pair {
   // read; sent queued behind the posted sends, never blocking.
   void set_status_observer(transport::StatusObserver* observer) { observer_ = observer; }
   bool send_status(const transport::MessageMeta& meta, uint32_t flags) noexcept;
+  // Liveness: a BEAT frame queued like a status frame; and when anything
+  // last came from the peer (bytes of any frame, read or read ahead).
+  bool send_beat() noexcept;
+  TimePoint last_heard() const { return last_heard_; }
+
+  // Negotiation records (rounds.cc): RND frames are taken in whenever this
+  // stream is read, like status frames, into two slots of up to `capacity`
+  // bytes by round parity (allocated when the first record comes). While
+  // the record of `watch` (0: none) is awaited the pair counts as busy
+  // (progress reads it; its loss is an error).
+  void set_inbox(size_t capacity) { inbox_capacity_ = capacity; }
+  void watch(uint64_t round) { watch_ = round; }
+  bool record_ready(uint64_t round) const;
+  // Nothing posted that its reads belong to (records and control frames
+  // only may come next).
+  bool idle_for_records() const { return recvs_.empty() && !header_ready_; }
+  const char* record(uint64_t round, size_t* bytes) const;
+  void drop_record(uint64_t round);
+  void post_record(const void* data, size_t bytes, uint64_t round);
 
  private:
   struct Op {
@@ -90,6 +113,13 @@ class Pair {
   // Complete written sends whose memory the stream no longer needs.
   bool complete_released(const std::string& context);
   bool progress_recv(const std::string& context);
+  // Reads what has arrived, taking in control frames (STAT, BEAT, RND), up
+  // to the header of a data frame (then header_ready_) or until it would
+  // block. True if bytes moved. At the end of the stream: an error if a
+  // receive or a record is awaited, else remembered (a peer that finished
+  // may close first).
+  bool read_control(const std::string& context);
+  bool watching() const { return watch_ != 0 && !record_ready(watch_); }
   // Writes what it can of the front send: -1 (errno) or bytes written.
   ssize_t write_front();
   [[noreturn]] void fail_lost(const std::string& context, const std::string& why);
@@ -99,6 +129,7 @@ class Pair {
   [[noreturn]] void throw_aborted(const std::string& context, std::string reason, uint32_t flags);
   void check_header(const Op& op, const std::string& context);
   void deliver_status(const wire::FrameHeader& h) noexcept;
+  void heard() { last_heard_ = Clock::now(); }
 
   int peer_;
   std::unique_ptr<transport::ByteStream> stream_;
@@ -113,12 +144,30 @@ class Pair {
   size_t send_header_done_ = 0;  // bytes of the front send's header already written
   wire::FrameHeader in_header_{};
   size_t in_header_got_ = 0;
+  bool header_ready_ = false;    // in_header_ is a data frame's, for the front receive
+  bool header_checked_ = false;  // ... and matched with it
+  // Negotiation records: two slots by round parity.
+  struct FreeDeleter {
+    void operator()(char* p) const { std::free(p); }
+  };
+  struct Slot {
+    std::unique_ptr<char, FreeDeleter> data;  // 64-byte aligned: records carry inputs
+    uint64_t round = 0;                       // 0: empty
+    size_t bytes = 0;
+    bool full = false;
+  };
+  Slot inbox_[2];
+  size_t inbox_capacity_ = 0;
+  Slot* filling_ = nullptr;  // the slot a record's payload is being read into
+  size_t record_left_ = 0;
+  uint64_t watch_ = 0;
   bool eof_ = false;
   bool gone_ = false;         // the peer is gone or hung: send it nothing more
   bool aborting_ = false;     // between begin_abort() and close()
   bool shut_ = false;         // write side shut after the ABORT frame
   std::string abort_reason_;  // the ABORT frame's payload while it is sent
   transport::StatusObserver* observer_ = nullptr;
+  TimePoint last_heard_ = Clock::now();
 };
 
 }  // namespace pytfcomm::tcp

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/interrupt.h"
 
 namespace pytfcomm::tcp {
 
@@ -142,6 +143,7 @@ Fd connect_with_retry(const SockAddr& addr, TimePoint deadline, const std::strin
   auto backoff = std::chrono::milliseconds(5);
   std::string last = "no attempt";
   for (;;) {
+    poll_interrupt();
     Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) PTC_THROW(kInternal, "socket() failed: ", std::strerror(errno));
     int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.storage), addr.len);
@@ -150,7 +152,12 @@ Fd connect_with_retry(const SockAddr& addr, TimePoint deadline, const std::strin
       pollfd p{fd.get(), POLLOUT, 0};
       int pr;
       do {
-        pr = ::poll(&p, 1, millis_until(deadline, 1000));
+        pr = ::poll(&p, 1, millis_until(deadline, 100));
+        if (pr == 0 && Clock::now() < deadline) {
+          poll_interrupt();
+          pr = -1;
+          errno = EINTR;  // not connected yet: poll again
+        }
       } while (pr < 0 && errno == EINTR);
       if (pr > 0) {
         socklen_t len = sizeof(err);
@@ -187,6 +194,7 @@ Fd accept_one(int listener, SockAddr* peer) {
 
 static void wait_fd(int fd, short events, TimePoint deadline, const std::string& what) {
   for (;;) {
+    poll_interrupt();
     if (Clock::now() >= deadline) {
       PTC_THROW(kTimeout, "timed out during the handshake with ", what,
                 "; the peer is not answering (raise PYTFCOMM_CONNECT_TIMEOUT if it is slow "

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/interrupt.h"
 #include "common/param.h"
 #include "transport/tcp/read_ahead_stream.h"
 #include "transport/tcp/socket_stream.h"
@@ -27,6 +29,10 @@ constexpr double kAbortFlushSeconds = 1.0;
 // Handle layout: peer (15 bits) | direction (1 bit) | per-direction sequence (48 bits).
 constexpr int kSeqBits = 48;
 constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
+
+// epoll data of the wake eventfd (peers use their rank).
+constexpr uint32_t kWakeTag = UINT32_MAX;
+enum Sleeping { kAwake = 0, kInEpoll = 1, kOnDoorbell = 2 };
 
 // A short pause between polls that keeps the core (and is kind to an SMT sibling).
 inline void cpu_relax() {
@@ -49,6 +55,14 @@ PairTransport::PairTransport(int rank, BootstrapResult boot, shm::LocalLinks shm
   PTC_ENFORCE(n < (1 << 15), "too many ranks for the handle layout: ", n);
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) PTC_THROW(kInternal, "epoll_create1 failed: ", std::strerror(errno));
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) PTC_THROW(kInternal, "eventfd failed: ", std::strerror(errno));
+  epoll_event wev{};
+  wev.events = EPOLLIN;
+  wev.data.u32 = kWakeTag;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wev) != 0) {
+    PTC_THROW(kInternal, "epoll_ctl failed: ", std::strerror(errno));
+  }
   pairs_.resize(n);
   shm.streams.resize(static_cast<size_t>(n));
   boot.extra_fds.resize(static_cast<size_t>(n));
@@ -100,7 +114,8 @@ PairTransport::PairTransport(int rank, BootstrapResult boot, shm::LocalLinks shm
     own_segment_ = std::move(shm.own);
     bell_ = shm::Doorbell(own_segment_->header());
   }
-  // One-shot areas: only when every peer is reached through shared memory.
+  // One-shot areas (negotiation records): only when every peer is reached
+  // through shared memory.
   shm.segments.resize(static_cast<size_t>(n));
   bool all = shm_peers_ == n - 1 && n > 1;
   for (int r = 0; all && r < n; ++r) {
@@ -112,8 +127,8 @@ PairTransport::PairTransport(int rank, BootstrapResult boot, shm::LocalLinks shm
       auto& m = shm.segments[static_cast<size_t>(r)];
       const shm::SegmentHeader* h = m->header();
       char* ctl = m->base() + shm::oneshot_offset(h->num_rings, h->ring_bytes);
-      oneshot_.push_back({m, reinterpret_cast<shm::OneShotCtl*>(ctl), ctl + shm::kOneShotCtlBytes,
-                          h->oneshot_bytes});
+      areas_.push_back({m, reinterpret_cast<shm::OneShotCtl*>(ctl), ctl + shm::kOneShotCtlBytes,
+                        h->oneshot_bytes});
     }
   }
 }
@@ -121,6 +136,7 @@ PairTransport::PairTransport(int rank, BootstrapResult boot, shm::LocalLinks shm
 PairTransport::~PairTransport() {
   pairs_.clear();  // streams close (and wake sleeping peers) before the segment goes
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 std::string PairTransport::describe_peer(int peer) const {
@@ -145,15 +161,19 @@ Pair& PairTransport::pair(int peer) {
 transport::Handle PairTransport::post_send(int peer, const void* data, size_t nbytes,
                                            const transport::MessageMeta& meta) {
   Pair& p = pair(peer);
-  if (p.idle()) active_.push_back(peer);
+  add_active(peer);
   return make_handle(peer, false, p.post_send(data, nbytes, meta));
 }
 
 transport::Handle PairTransport::post_recv(int peer, void* data, size_t nbytes,
                                            const transport::MessageMeta& meta) {
   Pair& p = pair(peer);
-  if (p.idle()) active_.push_back(peer);
+  add_active(peer);
   return make_handle(peer, true, p.post_recv(data, nbytes, meta));
+}
+
+void PairTransport::add_active(int peer) {
+  if (pairs_[peer]->idle()) active_.push_back(peer);
 }
 
 bool PairTransport::done(transport::Handle h) const {
@@ -225,6 +245,12 @@ void PairTransport::handle_events(int timeout_ms) {
   int n = ::epoll_wait(epoll_fd_, events, 16, timeout_ms);
   if (n < 0 && errno != EINTR) PTC_THROW(kInternal, "epoll_wait failed: ", std::strerror(errno));
   for (int i = 0; i < n; ++i) {
+    if (events[i].data.u32 == kWakeTag) {
+      uint64_t v;
+      while (::read(wake_fd_, &v, sizeof(v)) > 0) {
+      }
+      continue;
+    }
     Pair& p = *pairs_[static_cast<int>(events[i].data.u32)];
     bool readable = events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR);
     if (p.polled() && readable) p.on_liveness_event();
@@ -253,37 +279,56 @@ bool PairTransport::send_status(int peer, const transport::MessageMeta& meta,
 
 std::vector<int> PairTransport::pending_peers() const {
   std::vector<int> out = active_;
-  out.insert(out.end(), oneshot_wait_.begin(), oneshot_wait_.end());
+  // Waiting in a round over the areas: the peers that have not published it.
+  if (area_bytes_ > 0 && published_) {
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank_ && areas_[static_cast<size_t>(r)].ctl->published.load() < round_) {
+        out.push_back(r);
+      }
+    }
+  }
   return out;
 }
 
-void PairTransport::block_once() {
+void PairTransport::block_once(const std::function<bool()>& pred, TimePoint wake_by) {
   check_deadline();
+  TimePoint now = Clock::now();
+  liveness_tick(now);
+  poll_interrupt();
   // The stall inspector runs only here, after polling found nothing: never
   // on the path of a collective that makes progress.
-  TimePoint wake = deadline_;
+  TimePoint wake = std::min(deadline_, wake_by);
+  if (beat_s_ > 0) wake = std::min(wake, next_beat_);
+  // Interrupt checks need a turn now and then even when nothing happens.
+  if (interruptible()) wake = std::min(wake, now + std::chrono::milliseconds(50));
   if (observer_) {
-    wake = std::min(wake, observer_->on_block(Clock::now()));
+    wake = std::min(wake, observer_->on_block(now));
     // Push out the status frames it may have queued: no readiness event
     // would wake us for a socket that was writable all along.
     if (progress_all()) return;
   }
-  bool shm_pending = !oneshot_wait_.empty(), tcp_pending = false;
+  // Records in the areas arrive by the doorbell.
+  bool shm_pending = area_bytes_ > 0, tcp_pending = false;
   for (int peer : active_) {
     Pair& p = *pairs_[peer];
     (p.polled() ? shm_pending : tcp_pending) = true;
     p.read_ahead(context_);
   }
   if (!shm_pending) {
-    handle_events(millis_until(wake, 1000));
+    sleeping_.store(kInEpoll, std::memory_order_seq_cst);
+    if (!woken_.exchange(false)) handle_events(millis_until(wake, 1000));
+    sleeping_.store(kAwake, std::memory_order_relaxed);
+    check_round_peers();
     return;
   }
   handle_events(0);
   uint32_t seq = bell_.prepare();
-  // The last poll after prepare(): a publish that raced with the checks
-  // above must not leave us asleep until the timeout.
-  if (progress_all() || oneshot_arrived()) {
+  sleeping_.store(kOnDoorbell, std::memory_order_seq_cst);
+  // The last poll after prepare(): a publish or a wake() that raced with
+  // the checks above must not leave us asleep until the timeout.
+  if (woken_.exchange(false) || progress_all() || pred()) {
     bell_.cancel();
+    sleeping_.store(kAwake, std::memory_order_relaxed);
     return;
   }
   // Sleep until a local peer rings; wake up now and then to look at the
@@ -294,27 +339,37 @@ void PairTransport::block_once() {
     us = std::max<int64_t>(1, std::min<int64_t>(us, left.count()));
   }
   bell_.sleep(seq, us);
+  sleeping_.store(kAwake, std::memory_order_relaxed);
   handle_events(0);
   // An abort note or a status frame rings the doorbell too (check_idle
   // reads only pairs without receives; progress reads the others).
   for (auto& p : pairs_) {
     if (p && p->polled()) p->check_idle(context_);
   }
-  // A peer we still wait for in a one-shot exchange must not be gone, nor be
-  // sending frames (it would be in another collective). One that published
-  // and then left (its part is done) is fine: look at the areas first.
-  if (oneshot_arrived()) return;
-  for (int peer : oneshot_wait_) {
-    if (pairs_[peer]->idle()) pairs_[peer]->check_quiet(context_);
+  check_round_peers();
+}
+
+void PairTransport::check_round_peers() {
+  // Negotiating: a peer that is gone will never publish again. In a round,
+  // the peers whose record has not come; between rounds, every peer (this
+  // rank waits for them to ask for its collectives).
+  if (!negotiating_) return;
+  auto has_record = [this](int r) {
+    return area_bytes_ > 0
+               ? areas_[static_cast<size_t>(r)].ctl->published.load(std::memory_order_acquire) >=
+                     round_
+               : pairs_[r]->record_ready(round_);
+  };
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank_ || !pairs_[r] || !pairs_[r]->idle_for_records()) continue;
+    pairs_[r]->check_idle(context_);  // its record (or ABORT) may be here by now
+    if (published_ && has_record(r)) continue;
+    pairs_[r]->check_alive(context_);
   }
 }
 
-bool PairTransport::oneshot_arrived() {
-  return !oneshot_wait_.empty() && oneshot_ready(oneshot_seq_);
-}
-
 template <typename Pred>
-void PairTransport::wait_until(Pred pred) {
+void PairTransport::wait_until(Pred pred, TimePoint wake_by) {
   if (aborted_) PTC_THROW(kClosed, "the transport was shut down after an earlier error");
   progress_all();
   if (pred()) return;
@@ -330,10 +385,11 @@ void PairTransport::wait_until(Pred pred) {
       if (pred()) return;
     } while (Clock::now() < spin_end);
   }
+  const std::function<bool()> check = [&] { return pred(); };
   for (;;) {
-    block_once();
+    block_once(check, wake_by);
     progress_all();
-    if (pred()) return;
+    if (pred() || Clock::now() >= wake_by) return;
   }
 }
 
@@ -351,78 +407,57 @@ void PairTransport::wait_all() {
   wait_until([&] { return active_.empty(); });
 }
 
-size_t PairTransport::local_oneshot_capacity() const {
-  size_t cap = oneshot_.empty() ? 0 : SIZE_MAX;
-  for (const OneShotArea& a : oneshot_) cap = std::min(cap, a.bytes);
-  return cap;
+void PairTransport::wait_for(const std::function<bool()>& pred, TimePoint wake_by) {
+  // Only negotiation waits come here (collectives wait on handles).
+  struct Flag {
+    bool& f;
+    explicit Flag(bool& x) : f(x) { f = true; }
+    ~Flag() { f = false; }
+  } negotiating(negotiating_);
+  wait_until([&] { return pred(); }, wake_by);
 }
 
-void PairTransport::set_oneshot_capacity(size_t bytes) {
-  PTC_ENFORCE(bytes <= local_oneshot_capacity(), "one-shot capacity ", bytes, " over ",
-              local_oneshot_capacity());
-  oneshot_capacity_ = bytes;
-}
-
-bool PairTransport::oneshot_ready(uint64_t seq) {
-  oneshot_wait_.clear();
-  for (int r = 0; r < size(); ++r) {
-    if (r == rank_) continue;
-    if (oneshot_[static_cast<size_t>(r)].ctl->published.load(std::memory_order_acquire) < seq) {
-      oneshot_wait_.push_back(r);
-    }
-  }
-  return oneshot_wait_.empty();
-}
-
-std::vector<const void*> PairTransport::oneshot_exchange(const void* data, size_t nbytes,
-                                                         const transport::MessageMeta& meta) {
-  if (aborted_) PTC_THROW(kClosed, "the transport was shut down after an earlier error");
-  PTC_ENFORCE(oneshot_capacity_ > 0 && nbytes <= oneshot_capacity_, "one-shot exchange of ", nbytes,
-              " bytes over the capacity ", oneshot_capacity_);
-  const uint64_t seq = ++oneshot_seq_;
-  const size_t b = seq & 1;
-  OneShotArea& mine = oneshot_[static_cast<size_t>(rank_)];
-  if (nbytes > 0) std::memcpy(mine.buffers + b * mine.bytes, data, nbytes);
-  std::memcpy(mine.ctl->slot[b].meta, &meta, sizeof(meta));
-  mine.ctl->slot[b].nbytes = nbytes;
-  mine.ctl->published.store(seq, std::memory_order_release);
-  for (int r = 0; r < size(); ++r) {
-    if (r != rank_) shm::Doorbell(oneshot_[static_cast<size_t>(r)].segment->header()).ring();
-  }
+void PairTransport::flush(TimePoint until) noexcept {
+  if (aborted_) return;
   try {
-    wait_until([&] { return oneshot_ready(seq); });
-  } catch (...) {
-    oneshot_wait_.clear();
-    throw;
-  }
-  std::vector<const void*> out(static_cast<size_t>(size()));
-  for (int r = 0; r < size(); ++r) {
-    const OneShotArea& a = oneshot_[static_cast<size_t>(r)];
-    transport::MessageMeta theirs;
-    std::memcpy(&theirs, a.ctl->slot[b].meta, sizeof(theirs));
-    const uint64_t theirs_bytes = a.ctl->slot[b].nbytes;
-    if (r != rank_ && (!(theirs == meta) || theirs_bytes != nbytes)) {
-      PTC_THROW(kMismatch, "ranks disagree during ", context_, ": ", describe_peer(r),
-                " published ", wire::describe_meta(theirs, theirs_bytes), " but this rank has ",
-                wire::describe_meta(meta, nbytes),
-                ". Every rank must call the same collectives in the same order with the same "
-                "dtype, shape, element count, op and root");
+    for (;;) {
+      bool queued = false;
+      for (auto& p : pairs_) queued |= p && p->wants_write();
+      if (!queued || Clock::now() >= until) return;
+      if (!progress_all()) handle_events(1);
     }
-    out[static_cast<size_t>(r)] = a.buffers + b * a.bytes;
+  } catch (...) {
+    // A peer already gone: nothing more to hand over.
   }
-  return out;
+}
+
+void PairTransport::wake() noexcept {
+  woken_.store(true, std::memory_order_seq_cst);
+  switch (sleeping_.load(std::memory_order_seq_cst)) {
+    case kInEpoll: {
+      uint64_t one = 1;
+      (void)!::write(wake_fd_, &one, sizeof(one));
+      break;
+    }
+    case kOnDoorbell:
+      bell_.ring();
+      break;
+    default:
+      break;
+  }
 }
 
 void PairTransport::abort(const std::string& reason, ErrorKind why) noexcept {
   if (aborted_) return;
   aborted_ = true;
   active_.clear();
-  oneshot_wait_.clear();
   try {
     // Shared-memory peers get the reason in their note at once; TCP peers
     // after the frame being written to them, all flushed together within
-    // a short deadline (docs/reliability.md).
+    // a short deadline (docs/reliability.md). The flags carry the error
+    // kind, so that every rank raises the class of the root cause.
     uint32_t flags = why == ErrorKind::kTimeout ? uint32_t{wire::kAbortTimeout} : 0u;
+    flags |= (static_cast<uint32_t>(why) + 1) << wire::kAbortKindShift;
     std::string msg = str_cat("rank ", rank_, " gave up: ", reason);
     std::vector<Pair*> flushing;
     for (auto& p : pairs_) {

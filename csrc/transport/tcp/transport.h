@@ -8,6 +8,9 @@
 // that dies closes it, which is how a crash is noticed on any stream kind.
 #pragma once
 
+#include <atomic>
+#include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,15 +50,36 @@ class PairTransport : public transport::Transport {
   void set_status_observer(transport::StatusObserver* observer) override;
   bool send_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override;
   std::vector<int> pending_peers() const override;
-  size_t oneshot_capacity() const override { return oneshot_capacity_; }
-  std::vector<const void*> oneshot_exchange(const void* data, size_t nbytes,
-                                            const transport::MessageMeta& meta) override;
+  // Negotiation rounds (rounds.cc): in the one-shot areas when every peer
+  // shares memory with this rank and the ranks agreed on an area size,
+  // else as frames over the pairs.
+  size_t round_capacity() const override;
+  void round_arm(uint64_t round) override;
+  char* round_outbox() override;
+  void round_publish(size_t bytes) override;
+  bool round_started() override;
+  bool round_complete() override;
+  const char* round_record(int rank, size_t* bytes) override;
 
-  // The one-shot capacity this rank could offer: the smallest one-shot area
-  // of all segments when every peer is reached through shared memory, else
-  // 0. Ranks must agree before using it (set_oneshot_capacity).
-  size_t local_oneshot_capacity() const;
-  void set_oneshot_capacity(size_t bytes);
+  void wait_for(const std::function<bool()>& pred, TimePoint wake_by) override;
+  void wake() noexcept override;
+  // Liveness (liveness.cc).
+  void keep_alive() override;
+  void flush(TimePoint until) noexcept override;
+  void set_liveness(double interval_s, double silence_s) override;
+
+  // Setup: the area size this rank could offer to rounds (the smallest
+  // one-shot area of all segments when every peer is reached through shared
+  // memory, else 0). Ranks agree on one (the minimum) and call
+  // configure_rounds(): rounds then go through the areas when it is at
+  // least `min_area` bytes, else as frames of up to `frame_bytes`.
+  size_t local_area_capacity() const;
+  // Before the agreement: the largest record a peer may send this rank as a
+  // frame (one that finished setup may send its first record before this
+  // rank has). configure_rounds() never allows more.
+  void prepare_inbox(size_t bytes);
+  void configure_rounds(size_t area_bytes, size_t min_area, size_t frame_bytes);
+  bool rounds_in_shared_memory() const { return area_bytes_ > 0; }
 
   const std::vector<PeerInfo>& peers() const { return peers_; }
   // Number of peers reached through shared memory.
@@ -67,20 +91,28 @@ class PairTransport : public transport::Transport {
   bool progress_all();
   void check_deadline();
   void handle_events(int timeout_ms);
-  void block_once();
+  void block_once(const std::function<bool()>& pred, TimePoint wake_by);
   template <typename Pred>
-  void wait_until(Pred pred);
-  bool oneshot_ready(uint64_t seq);
-  // While waiting in an exchange: whether every peer has published it now.
-  bool oneshot_arrived();
+  void wait_until(Pred pred, TimePoint wake_by = TimePoint::max());
+  // Liveness: heartbeats due, idle pairs read, silent peers (throws).
+  void liveness_tick(TimePoint now);
+  void check_silence(TimePoint now);
+  // While negotiating: kPeerLost for a gone peer this rank still needs.
+  void check_round_peers();
+  void add_active(int peer);
 
-  // A rank's one-shot area as mapped here.
-  struct OneShotArea {
+  // A rank's one-shot area as mapped here: two buffers (by round parity)
+  // holding its negotiation records.
+  struct Area {
     std::shared_ptr<shm::Mapping> segment;  // keeps the mapping alive
     shm::OneShotCtl* ctl = nullptr;
     char* buffers = nullptr;  // two of `bytes` each
     size_t bytes = 0;
   };
+  struct AlignedFree {
+    void operator()(char* p) const { std::free(p); }
+  };
+  using Buffer = std::unique_ptr<char, AlignedFree>;
 
   int rank_;
   std::vector<std::unique_ptr<Pair>> pairs_;  // null for self
@@ -90,6 +122,7 @@ class PairTransport : public transport::Transport {
   shm::Doorbell bell_;  // this rank's, valid when shm_peers_ > 0
   int shm_peers_ = 0;
   int epoll_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd in the epoll set: wake() while blocked in epoll
   int64_t spin_us_;
   bool yield_cpu_;
   TimePoint deadline_ = TimePoint::max();
@@ -98,10 +131,23 @@ class PairTransport : public transport::Transport {
   std::string context_ = "a collective";
   bool aborted_ = false;
   transport::StatusObserver* observer_ = nullptr;
-  std::vector<OneShotArea> oneshot_;  // per rank; empty unless all peers share memory
-  size_t oneshot_capacity_ = 0;
-  uint64_t oneshot_seq_ = 0;       // exchanges this rank has published
-  std::vector<int> oneshot_wait_;  // peers that have not published the current one
+  std::atomic<bool> woken_{false};
+  std::atomic<int> sleeping_{0};  // 1: in epoll_wait, 2: on the doorbell
+
+  // Rounds: the areas (per rank; empty unless every peer shares memory)...
+  std::vector<Area> areas_;
+  size_t area_bytes_ = 0;  // > 0: rounds go through the areas
+  // ... or frames (records come in through each Pair's inbox).
+  size_t frame_bytes_ = 0;
+  Buffer frame_out_[2];  // by round parity
+  uint64_t round_ = 0;
+  size_t own_bytes_ = 0;
+  bool published_ = false;
+  bool negotiating_ = false;  // inside wait_for()
+
+  // Liveness.
+  double beat_s_ = 0, silence_s_ = 0;
+  TimePoint next_beat_ = TimePoint::max();
 };
 
 // The name the TCP-only transport had; kept for existing callers.

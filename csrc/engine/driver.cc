@@ -1,0 +1,370 @@
+// The engine's driver (docs/negotiation.md): one thread at a time runs the
+// negotiation rounds and the collectives they decide.
+//
+// Between rounds the driver takes the requests submitted since, gives up on
+// those past their deadline (a withdrawal, announced in the next record) and
+// publishes a record as soon as it has something to say or a peer has
+// published the round; otherwise it waits for either. In a round it waits
+// for every peer's record, then every rank makes the same decisions and runs
+// the same collectives in the same order, then the next round is armed.
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/logging.h"
+#include "engine/communicator.h"
+#include "engine/round_record.h"
+#include "engine/timeline.h"
+
+namespace pytfcomm {
+
+namespace {
+
+std::exception_ptr make_error(ErrorKind kind, const std::string& msg) {
+  return std::make_exception_ptr(Error(kind, msg));
+}
+
+}  // namespace
+
+void Communicator::finish(Request* r, std::exception_ptr error) {
+  std::unique_ptr<Request> owned;
+  auto it = owned_.find(r);
+  if (it != owned_.end()) {
+    owned = std::move(it->second);
+    owned_.erase(it);
+  }
+  r->complete(error);  // a synchronous owner may destroy `r` from here on
+  if (owned) async_pending_.fetch_sub(1);
+  // Under mu_: a caller that saw its request pending is then either asleep
+  // (and counted in waiters_) or will see it done.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (waiters_ > 0) cv_.notify_all();
+}
+
+TimePoint Communicator::earliest_deadline() const {
+  TimePoint t = TimePoint::max();
+  for (const auto& kv : negotiator_.mine()) t = std::min(t, kv.second->deadline);
+  for (const Request* r : fresh_) t = std::min(t, r->deadline);
+  return t;
+}
+
+void Communicator::take_submissions() {
+  if (!has_submitted_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  has_submitted_.store(false, std::memory_order_relaxed);
+  fresh_.insert(fresh_.end(), submitted_.begin(), submitted_.end());
+  submitted_.clear();
+  for (auto& owned : owned_submitted_) {
+    Request* r = owned.get();
+    owned_.emplace(r, std::move(owned));
+  }
+  owned_submitted_.clear();
+}
+
+void Communicator::expire() {
+  const TimePoint now = Clock::now();
+  // Never announced (records were full): nobody else can have decided it.
+  for (size_t i = 0; i < fresh_.size();) {
+    Request* r = fresh_[i];
+    if (now < r->deadline) {
+      ++i;
+      continue;
+    }
+    fresh_.erase(fresh_.begin() + static_cast<std::ptrdiff_t>(i));
+    finish(r, make_error(ErrorKind::kTimeout,
+                         str_cat("timed out after ", r->timeout_s, " s before '", r->label,
+                                 "' could even be announced to the other ranks (this rank has ",
+                                 negotiator_.mine().size(), " collectives waiting for them)")));
+  }
+  for (const auto& kv : negotiator_.mine()) {
+    if (now >= kv.second->deadline &&
+        std::find(withdraw_.begin(), withdraw_.end(), kv.first) == withdraw_.end()) {
+      withdraw_.push_back(kv.first);
+    }
+  }
+}
+
+bool Communicator::eager_input(const Request& r, size_t* data_bytes) const {
+  *data_bytes = 0;
+  const size_t bytes = r.bytes();
+  const auto alg = static_cast<Algorithm>(r.desc.algorithm);
+  switch (r.desc.kind) {
+    case algorithms::CollectiveKind::kBarrier:
+      return true;
+    case algorithms::CollectiveKind::kAllreduce:
+      if (alg != Algorithm::kAuto && alg != Algorithm::kOneShot) return false;
+      [[fallthrough]];
+    case algorithms::CollectiveKind::kAllgather:
+      if (bytes > eager_bytes_) return false;
+      *data_bytes = bytes;
+      return true;
+    case algorithms::CollectiveKind::kBroadcast:
+      if (bytes > eager_bytes_) return false;
+      if (r.desc.root == rank_) *data_bytes = bytes;
+      return true;
+    default:
+      return false;
+  }
+}
+
+void Communicator::publish_round() {
+  RecordWriter w(transport_->round_outbox(), transport_->round_capacity(), round_);
+  // Withdrawals first: a key withdrawn here cannot be decided in this round.
+  size_t gone = 0;
+  for (; gone < withdraw_.size(); ++gone) {
+    const CollectiveKey k = withdraw_[gone];
+    if (!w.add_withdrawal(k)) break;
+    auto it = negotiator_.mine().find(k);
+    PTC_ENFORCE(it != negotiator_.mine().end(), "withdrawing a request this rank does not hold");
+    Request* r = it->second;
+    std::vector<int> missing = negotiator_.missing(k);
+    std::string who;
+    for (size_t i = 0; i < missing.size() && i < 8; ++i) who += str_cat(i ? ", " : "", missing[i]);
+    if (missing.size() > 8) who += str_cat(" and ", missing.size() - 8, " more");
+    std::string others = negotiator_.describe_unmatched(k);
+    std::string msg =
+        str_cat("timed out after ", r->timeout_s, " s waiting for the other ranks to call '",
+                r->label, "', ", describe(r->desc), ": rank", missing.size() == 1 ? " " : "s ", who,
+                missing.size() == 1 ? " has" : " have", " not called it",
+                others.empty() ? "" : str_cat(" (what they asked for instead: ", others, ")"),
+                ". Collectives are matched across ranks by key: the n-th call of each thread (by "
+                "thread name), the TF op, or the name= given. This rank gave up on this call; the "
+                "communicator is still usable (PYTFCOMM_TIMEOUT sets the deadline)");
+    negotiator_.withdraw(k);
+    finish(r, make_error(ErrorKind::kTimeout, msg));
+  }
+  withdraw_.erase(withdraw_.begin(), withdraw_.begin() + static_cast<std::ptrdiff_t>(gone));
+  size_t taken = 0;
+  for (; taken < fresh_.size(); ++taken) {
+    Request* r = fresh_[taken];
+    size_t data = 0;
+    bool eager = eager_input(*r, &data);
+    if (!w.fits(data)) {
+      if (data == 0 || !w.fits(0)) break;
+      eager = false;  // no room for its input: it runs after the round
+      data = 0;
+    }
+    w.add(*r, eager, r->in, data);
+    negotiator_.announce(r);
+  }
+  fresh_.erase(fresh_.begin(), fresh_.begin() + static_cast<std::ptrdiff_t>(taken));
+  transport_->round_publish(w.finish());
+  // A request whose deadline passes while the round is open can only be
+  // withdrawn after it (in the next record), and the other ranks, which
+  // publish as soon as they see this record, close it within moments; only
+  // a rank that publishes nothing for a while longer fails the round.
+  const TimePoint earliest = earliest_deadline();
+  round_deadline_ = earliest;
+  const Request* oldest = nullptr;
+  if (earliest != TimePoint::max()) {
+    double shortest = timeout_s_;
+    for (const auto& kv : negotiator_.mine()) {
+      shortest = std::min(shortest, kv.second->timeout_s);
+      if (kv.second->deadline == earliest) oldest = kv.second;
+    }
+    round_deadline_ += std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(std::clamp(0.25 * shortest, 0.2, 5.0)));
+  }
+  // Stall warnings and timeouts inside the round name the collective that
+  // has waited longest (only when a round is published: not per call).
+  context_.assign("negotiating round ").append(std::to_string(round_));
+  if (oldest) {
+    context_.append(" for '").append(oldest->label).append("', ").append(describe(oldest->desc));
+  }
+}
+
+void Communicator::step(const std::function<bool()>& done) {
+  if (state_ == RoundState::kBetween) {
+    take_submissions();
+    expire();
+    if (!fresh_.empty() || !withdraw_.empty() || transport_->round_started()) {
+      publish_round();
+      state_ = RoundState::kInRound;
+      return;
+    }
+    if (done()) return;
+    // Nothing to say: wait for a submission, a peer's record or a deadline.
+    transport_->set_context("waiting for the other ranks' collectives");
+    transport_->set_deadline(TimePoint::max());
+    const TimePoint wake_by = earliest_deadline();
+    transport_->wait_for(
+        [&] {
+          return has_submitted_.load(std::memory_order_acquire) || transport_->round_started() ||
+                 done() || closing_.load(std::memory_order_relaxed) ||
+                 interrupt_.load(std::memory_order_relaxed);
+        },
+        wake_by);
+    return;
+  }
+  transport_->set_context(context_);
+  transport_->set_deadline(round_deadline_);
+  if (!transport_->round_complete()) {
+    transport::MessageMeta meta;
+    meta.seq = static_cast<uint32_t>(round_);
+    meta.kind = transport::kNegotiationKind;
+    const double left = round_deadline_ == TimePoint::max() ? 0 : seconds_left(round_deadline_);
+    inspector_->begin(meta, context_.c_str(), 0, left, Clock::now());
+    try {
+      transport_->wait_for(
+          [&] {
+            return transport_->round_complete() || done() ||
+                   closing_.load(std::memory_order_relaxed) ||
+                   interrupt_.load(std::memory_order_relaxed);
+          },
+          TimePoint::max());
+    } catch (...) {
+      inspector_->end();
+      throw;
+    }
+    inspector_->end();
+    if (!transport_->round_complete()) return;
+  }
+  transport_->set_deadline(TimePoint::max());
+  process_round();
+  ++round_;
+  transport_->round_arm(round_);
+  state_ = RoundState::kBetween;
+}
+
+bool Communicator::fast_round() {
+  if (negotiator_.mine().size() != 1 || !negotiator_.tables_empty()) return false;
+  Request* mine = negotiator_.mine().begin()->second;
+  fast_data_.assign(static_cast<size_t>(size_), nullptr);
+  bool eager = true;
+  for (int r = 0; r < size_; ++r) {
+    size_t n = 0;
+    const char* rec = transport_->round_record(r, &n);
+    RecordHeader h;
+    if (!check_record_header(rec, n, round_, &h).empty() || h.entries != 1 || h.withdrawals != 0) {
+      return false;
+    }
+    RecordEntry e;
+    std::memcpy(&e, rec + sizeof(RecordHeader), sizeof(e));
+    if (check_record_entry(e, h, size_) != nullptr || e.stream != mine->key.stream ||
+        e.seq != mine->key.seq || !(entry_descriptor(e) == mine->desc)) {
+      return false;  // the full path decides, and explains
+    }
+    eager &= (e.flags & kEntryEager) != 0;
+    if (e.eager_bytes) fast_data_[static_cast<size_t>(r)] = rec + e.eager_offset;
+  }
+  // Every rank asked for the very same collective, and only for it.
+  Decision& d = fast_decision_;
+  d.key = mine->key;
+  d.mine = mine;
+  d.mismatch.clear();
+  d.eager = eager && data_complete(mine->desc, fast_data_);
+  d.data.swap(fast_data_);
+  negotiator_.take(mine->key);
+  run_decision(d);
+  return true;
+}
+
+bool Communicator::data_complete(const Descriptor& desc,
+                                 const std::vector<const char*>& data) const {
+  switch (desc.kind) {
+    case algorithms::CollectiveKind::kBarrier:
+      return true;
+    case algorithms::CollectiveKind::kBroadcast:
+      return desc.count == 0 || data[static_cast<size_t>(desc.root)] != nullptr;
+    case algorithms::CollectiveKind::kReduceScatter:
+      return false;
+    default:
+      if (desc.count == 0) return true;
+      for (const char* p : data) {
+        if (!p) return false;
+      }
+      return true;
+  }
+}
+
+void Communicator::process_round() {
+  if (fast_round()) return;
+  parsed_.resize(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    size_t n = 0;
+    const char* rec = transport_->round_record(r, &n);
+    std::string bad = parse_record(rec, n, round_, size_, &parsed_[static_cast<size_t>(r)]);
+    if (!bad.empty()) {
+      PTC_THROW(kPeerLost, transport_->describe_peer(r), " sent a malformed negotiation record (",
+                bad, "): a corrupt stream or another pytfcomm version");
+    }
+  }
+  negotiator_.absorb(round_, parsed_);
+  std::vector<Decision> decisions = negotiator_.decide();
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    try {
+      run_decision(decisions[i]);
+    } catch (...) {
+      // Decided, so no longer the negotiator's: they fail with this error.
+      std::exception_ptr err = std::current_exception();
+      for (size_t j = i + 1; j < decisions.size(); ++j) finish(decisions[j].mine, err);
+      throw;
+    }
+  }
+}
+
+void Communicator::run_decision(Decision& d) {
+  Request* r = d.mine;
+  if (!d.mismatch.empty()) {
+    finish(r, make_error(ErrorKind::kMismatch, d.mismatch));
+    return;
+  }
+  try {
+    execute(*r, d);
+  } catch (...) {
+    finish(r, std::current_exception());
+    throw;
+  }
+  finish(r, nullptr);
+}
+
+void Communicator::drive(const std::function<bool()>& done) {
+  while (!done()) {
+    if (closing_.load(std::memory_order_relaxed)) return;  // close() fails what is left
+    if (interrupt_.load(std::memory_order_relaxed)) {
+      fail(make_error(ErrorKind::kInterrupted,
+                      "interrupted by the user (a signal such as Ctrl-C) on another thread"),
+           ErrorKind::kInterrupted, "interrupted by the user (Ctrl-C)");
+      return;
+    }
+    try {
+      step(done);
+    } catch (const Error& e) {
+      fail(std::current_exception(), e.kind(), e.what());
+      return;
+    } catch (const std::exception& e) {
+      fail(make_error(ErrorKind::kInternal, str_cat("unexpected error: ", e.what())),
+           ErrorKind::kInternal, e.what());
+      return;
+    }
+  }
+}
+
+void Communicator::fail(const std::exception_ptr& error, ErrorKind kind, const std::string& what) {
+  std::string why = str_cat(error_kind_name(kind), " error in ", context_, ": ", what);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.empty()) {
+      failure_ = why;
+      failure_kind_ = kind;
+    }
+    closed_ = true;
+  }
+  PTC_LOG(kError, why);
+  transport_->abort(what, kind);
+  // Everything this rank holds fails with the class of the root cause.
+  std::exception_ptr others =
+      make_error(kind, str_cat("this communicator failed while the collective waited: ", why));
+  std::vector<Request*> all;
+  for (const auto& kv : negotiator_.mine()) all.push_back(kv.second);
+  for (const auto& kv : all) negotiator_.withdraw(kv->key);
+  all.insert(all.end(), fresh_.begin(), fresh_.end());
+  fresh_.clear();
+  take_submissions();
+  all.insert(all.end(), fresh_.begin(), fresh_.end());
+  fresh_.clear();
+  for (Request* r : all) finish(r, kind == ErrorKind::kInterrupted ? error : others);
+  (void)error;
+}
+
+}  // namespace pytfcomm

@@ -1,0 +1,177 @@
+// Moving the data of one decided collective: within the round, from the
+// inputs every rank's record carried (small collectives every rank asked for
+// in the same round), or with the algorithms over the transport.
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "common/error.h"
+#include "common/logging.h"
+#include "common/param.h"
+#include "common/reduce.h"
+#include "engine/communicator.h"
+#include "engine/timeline.h"
+
+namespace pytfcomm {
+
+using algorithms::CollectiveKind;
+
+namespace {
+
+const char* kind_label(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllreduce:
+      return "allreduce";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kAllgather:
+      return "allgather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kBarrier:
+      return "barrier";
+    default:
+      return "collective";
+  }
+}
+
+transport::MessageMeta meta_of(const Request& r, uint32_t seq) {
+  transport::MessageMeta m;
+  m.seq = seq;
+  m.kind = static_cast<uint8_t>(r.desc.kind);
+  m.dtype = static_cast<uint8_t>(r.desc.dtype);
+  m.op = static_cast<uint8_t>(r.desc.op);
+  m.root = r.desc.root;
+  m.count = r.desc.count;
+  m.shape_tag = r.desc.shape_tag;
+  return m;
+}
+
+}  // namespace
+
+void Communicator::execute_eager(Request& r, const Decision& d) {
+  const size_t count = static_cast<size_t>(r.desc.count);
+  const size_t bytes = r.bytes();
+  const DType dt = r.desc.dtype;
+  switch (r.desc.kind) {
+    case CollectiveKind::kAllreduce: {
+      last_algorithm_ = Algorithm::kOneShot;
+      if (count == 0) return;
+      // ((x0 op x1) op x2) ... in rank order on every rank, from the
+      // records (never from `out`, which may be this rank's input): every
+      // rank computes the very same bits. A mean divides once, last.
+      const ReduceOp op = r.desc.op;
+      for (int i = 1; i < size_; ++i) {
+        const void* a = i == 1 ? d.data[0] : r.out;
+        const void* b = d.data[static_cast<size_t>(i)];
+        if (op == ReduceOp::kMean && i == size_ - 1) {
+          reduce_divide(r.out, a, b, count, dt, size_);
+        } else {
+          reduce(r.out, a, b, count, dt, op);
+        }
+      }
+      return;
+    }
+    case CollectiveKind::kBroadcast:
+      if (rank_ != r.desc.root && bytes) {
+        std::memcpy(r.out, d.data[static_cast<size_t>(r.desc.root)], bytes);
+      }
+      return;
+    case CollectiveKind::kAllgather:
+      for (int i = 0; i < size_ && bytes; ++i) {
+        std::memcpy(static_cast<char*>(r.out) + static_cast<size_t>(i) * bytes,
+                    d.data[static_cast<size_t>(i)], bytes);
+      }
+      return;
+    default:
+      return;  // a barrier: every rank has asked for it, which is all it takes
+  }
+}
+
+void Communicator::execute(Request& r, const Decision& d) {
+  const uint32_t seq = exec_seq_++;
+  const transport::MessageMeta meta = meta_of(r, seq);
+  const char* name = kind_label(r.desc.kind);
+  const size_t bytes = r.bytes();
+  const int64_t start_ns = timeline_ ? Timeline::now_ns() : 0;
+  if (d.eager) {
+    // Within the round: the inputs came with the records (a barrier needs
+    // nothing more than every rank having asked for it).
+    const bool barrier = r.desc.kind == CollectiveKind::kBarrier;
+    if (timeline_) {
+      timeline_->begin_collective(meta, name, bytes, r.submit_ns, start_ns);
+      timeline_->note_algorithm(barrier ? "negotiation" : "oneshot",
+                                algorithm_name(static_cast<Algorithm>(r.desc.algorithm)));
+      timeline_->phase_begin(barrier ? "negotiation" : "oneshot", -1);
+    }
+    execute_eager(r, d);
+    if (timeline_) timeline_->end_collective(false);
+    if (r.desc.kind == CollectiveKind::kAllreduce) {
+      PTC_LOG(kDebug, "allreduce of ", bytes, " bytes: oneshot",
+              r.desc.algorithm == static_cast<uint8_t>(Algorithm::kAuto) ? " (picked by auto)"
+                                                                         : " (asked for)");
+    }
+    return;
+  }
+  // "allreduce #12 (float32 x 1024)" plus the caller's label, for messages.
+  context_.assign(name).append(" #").append(std::to_string(seq)).append(" (");
+  context_.append(dtype_name(r.desc.dtype)).append(" x ").append(std::to_string(r.desc.count));
+  context_.append(", '").append(r.label).append("')");
+  transport_->set_context(context_);
+  // The data moves once every rank is here: its deadline starts now.
+  transport_->set_deadline(deadline_after(r.timeout_s));
+  inspector_->begin(meta, name, bytes, r.timeout_s, Clock::now());
+  if (timeline_) timeline_->begin_collective(meta, name, bytes, r.submit_ns, start_ns);
+  algorithms::Context ctx{timeline_ ? timeline_->traced(*transport_) : *transport_, meta,
+                          workspace_, static_cast<size_t>(params().segment_bytes), timeline_.get()};
+  const size_t count = static_cast<size_t>(r.desc.count);
+  const DType dt = r.desc.dtype;
+  try {
+    switch (r.desc.kind) {
+      case CollectiveKind::kAllreduce: {
+        const auto asked = static_cast<Algorithm>(r.desc.algorithm);
+        const Algorithm a = resolve_allreduce(asked, bytes);
+        last_algorithm_ = a;
+        PTC_LOG(kDebug, "allreduce of ", bytes, " bytes: ", algorithm_name(a),
+                asked == Algorithm::kAuto ? " (picked by auto)" : " (asked for)");
+        if (timeline_) timeline_->note_algorithm(algorithm_name(a), algorithm_name(asked));
+        switch (a) {
+          case Algorithm::kRecursiveDoubling:
+            algorithms::recursive_doubling_allreduce(ctx, world_,
+                                                     algorithms::Phase::kRecursiveDoubling, r.in,
+                                                     r.out, count, dt, r.desc.op, size_);
+            break;
+          case Algorithm::kHierarchical:
+            algorithms::hierarchical_allreduce(ctx, local_, cross_, r.in, r.out, count, dt,
+                                               r.desc.op, size_,
+                                               static_cast<size_t>(params().small_bytes));
+            break;
+          default:
+            algorithms::ring_allreduce(ctx, world_, algorithms::Phase::kRing, r.in, r.out, count,
+                                       dt, r.desc.op, size_);
+        }
+        break;
+      }
+      case CollectiveKind::kBroadcast:
+        algorithms::broadcast(ctx, world_, r.out, count, dt, r.desc.root);
+        break;
+      case CollectiveKind::kAllgather:
+        if (timeline_) timeline_->note_algorithm("ring", nullptr);
+        algorithms::allgather(ctx, world_, r.in, r.out, count, dt);
+        break;
+      case CollectiveKind::kReduceScatter:
+        if (timeline_) timeline_->note_algorithm("ring", nullptr);
+        algorithms::reduce_scatter(ctx, world_, r.in, r.out, count, dt, r.desc.op, size_);
+        break;
+      default:
+        break;
+    }
+  } catch (...) {
+    inspector_->end();
+    if (timeline_) timeline_->end_collective(true);
+    throw;
+  }
+  inspector_->end();
+  if (timeline_) timeline_->end_collective(false);
+}
+
+}  // namespace pytfcomm

@@ -1,0 +1,89 @@
+// The negotiation's bookkeeping (docs/negotiation.md), without any I/O:
+// what every rank has asked for and not yet run, and, after each round,
+// which collectives every rank has asked for, in the order all ranks run
+// them.
+//
+// Every rank applies the same records in the same rounds, so every rank's
+// tables, and therefore its decisions, are identical: a collective runs on
+// every rank or on none, and a disagreement on what it is (kind, dtype,
+// shape, op, root, algorithm) is seen by every rank in the same round,
+// before any of its data moves.
+//
+// The order: the common collectives in the order rank 0 asked for them (a
+// collective rank 0 asked for early waits for the others; later ones that
+// every rank asked for may run before it).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/round_record.h"
+
+namespace pytfcomm {
+
+// A collective every rank has asked for.
+struct Decision {
+  CollectiveKey key;
+  Request* mine = nullptr;        // this rank's request
+  std::string mismatch;           // why the ranks disagree ("": they agree)
+  bool eager = false;             // runs on the round's records, no further message
+  std::vector<const char*> data;  // eager inputs by rank (null: none)
+};
+
+class Negotiator {
+ public:
+  Negotiator(int rank, int size);
+
+  // This rank's request `r` is in the record of the round about to be
+  // published (under r->key, which no other pending request of this rank has).
+  void announce(Request* r);
+  // This rank's request under `k` is in the withdrawals of that record; its
+  // caller has been told and the negotiator forgets it.
+  void withdraw(const CollectiveKey& k);
+
+  // Applies one round: records[r] is rank r's record (this rank's own too).
+  void absorb(uint64_t round, const std::vector<ParsedRecord>& records);
+  // The collectives the last absorbed round made common to every rank, in
+  // execution order; each is forgotten by the tables as it is returned.
+  std::vector<Decision> decide();
+
+  // This rank's announced, undecided requests.
+  const std::unordered_map<CollectiveKey, Request*, CollectiveKeyHash>& mine() const {
+    return mine_;
+  }
+  bool is_mine(const CollectiveKey& k) const { return mine_.count(k) != 0; }
+  // Nothing announced and undecided on any rank (as of the last round).
+  bool tables_empty() const;
+  // Forgets this rank's request under `k`, decided outside decide() (the
+  // engine's fast path for a round in which every rank asked only for `k`).
+  void take(const CollectiveKey& k) { mine_.erase(k); }
+  // What other ranks asked for that this rank has not, and which ranks have
+  // not asked for `k` yet, for timeout messages.
+  std::string describe_unmatched(const CollectiveKey& k, size_t limit = 4) const;
+  std::vector<int> missing(const CollectiveKey& k) const;
+
+ private:
+  struct Entry {
+    Descriptor desc;
+    std::string label;
+    uint64_t round = 0;
+    bool eager = false;
+    const char* data = nullptr;  // valid only during its announcing round
+  };
+  using Table = std::unordered_map<CollectiveKey, Entry, CollectiveKeyHash>;
+  std::string disagreement(const CollectiveKey& k) const;
+  bool eager_ok(const CollectiveKey& k) const;
+
+  int rank_;
+  int size_;
+  uint64_t round_ = 0;               // the last round absorbed
+  std::vector<Table> tables_;        // by rank
+  std::deque<CollectiveKey> order_;  // rank 0's announcements, oldest first
+  std::unordered_map<CollectiveKey, Request*, CollectiveKeyHash> mine_;
+};
+
+}  // namespace pytfcomm

@@ -1,0 +1,85 @@
+// One collective as the engine schedules it (docs/negotiation.md): its key
+// (which call it is, the same on every rank whatever order the ranks issue
+// their calls in), its descriptor (what it is: compared across ranks before
+// any data moves) and its buffers. A synchronous caller owns its Request and
+// waits for done(); the engine owns asynchronous ones and deletes them after
+// complete(). Either way the engine never touches a request it completed.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+
+#include "algorithms/collective.h"
+#include "common/clock.h"
+#include "common/dtype.h"
+
+namespace pytfcomm {
+
+// Which call a collective is: the n-th (`seq`) collective of a `stream`
+// (a hash of the calling thread's name, of a TF op's instance key, or of a
+// name the caller gave). Ranks pair up requests with equal keys.
+struct CollectiveKey {
+  uint64_t stream = 0;
+  uint64_t seq = 0;
+};
+inline bool operator==(const CollectiveKey& a, const CollectiveKey& b) {
+  return a.stream == b.stream && a.seq == b.seq;
+}
+struct CollectiveKeyHash {
+  size_t operator()(const CollectiveKey& k) const noexcept {
+    return static_cast<size_t>(k.stream * 0x9e3779b97f4a7c15ULL ^ k.seq);
+  }
+};
+
+// What a collective is; every field must be equal on every rank.
+struct Descriptor {
+  algorithms::CollectiveKind kind = algorithms::CollectiveKind::kAllreduce;
+  DType dtype = DType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  uint8_t algorithm = 0;  // Algorithm the caller asked for (communicator.h)
+  int32_t root = 0;
+  uint32_t shape_tag = 0;  // digest of the caller's shape (0: not given)
+  uint64_t count = 0;      // elements of the input
+};
+inline bool operator==(const Descriptor& a, const Descriptor& b) {
+  return a.kind == b.kind && a.dtype == b.dtype && a.op == b.op && a.algorithm == b.algorithm &&
+         a.root == b.root && a.shape_tag == b.shape_tag && a.count == b.count;
+}
+
+class Request {
+ public:
+  CollectiveKey key;
+  Descriptor desc;
+  std::string label;  // "allreduce #3 of thread 'MainThread'", for messages
+  const void* in = nullptr;
+  void* out = nullptr;
+  double timeout_s = 0;  // resolved (> 0)
+  TimePoint deadline = TimePoint::max();
+  int64_t submit_ns = 0;  // for the timeline
+  // Called once with the outcome (null: success), on the thread that drives
+  // the engine, before complete() returns. Must not throw or block.
+  std::function<void(std::exception_ptr)> on_done;
+
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  std::exception_ptr error() const { return error_; }
+
+  // The engine's side: records the outcome, calls on_done, then marks the
+  // request done (after which a synchronous owner may destroy it).
+  void complete(std::exception_ptr error) noexcept {
+    error_ = error;
+    if (on_done) on_done(error);
+    done_.store(true, std::memory_order_release);
+  }
+
+  size_t bytes() const { return static_cast<size_t>(desc.count) * dtype_size(desc.dtype); }
+
+ private:
+  std::exception_ptr error_;
+  std::atomic<bool> done_{false};
+};
+
+}  // namespace pytfcomm

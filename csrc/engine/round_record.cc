@@ -1,0 +1,222 @@
+#include "engine/round_record.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace pytfcomm {
+namespace {
+
+size_t align_up(size_t v) { return (v + kRecordAlign - 1) / kRecordAlign * kRecordAlign; }
+
+size_t table_bytes(size_t entries, size_t withdrawals) {
+  return sizeof(RecordHeader) + entries * sizeof(RecordEntry) + withdrawals * sizeof(RecordKey);
+}
+
+bool valid_kind(uint8_t k) {
+  return k >= static_cast<uint8_t>(algorithms::CollectiveKind::kAllreduce) &&
+         k <= static_cast<uint8_t>(algorithms::CollectiveKind::kBarrier);
+}
+
+const char* kind_name(algorithms::CollectiveKind k) {
+  switch (k) {
+    case algorithms::CollectiveKind::kAllreduce:
+      return "allreduce";
+    case algorithms::CollectiveKind::kBroadcast:
+      return "broadcast";
+    case algorithms::CollectiveKind::kAllgather:
+      return "allgather";
+    case algorithms::CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case algorithms::CollectiveKind::kBarrier:
+      return "barrier";
+    case algorithms::CollectiveKind::kNegotiate:
+      break;
+  }
+  return "collective";
+}
+
+// Algorithm codes as in engine/communicator.h; kept here as text so that the
+// record code does not depend on the communicator.
+const char* algorithm_text(uint8_t a) {
+  static const char* kNames[] = {"auto", "ring", "hierarchical", "recursive_doubling", "oneshot"};
+  return a < 5 ? kNames[a] : "?";
+}
+
+}  // namespace
+
+RecordWriter::RecordWriter(char* buf, size_t capacity, uint64_t round)
+    : buf_(buf), capacity_(capacity), round_(round) {}
+
+bool RecordWriter::fits(size_t data_bytes) const {
+  if (entries_.size() >= kMaxRecordEntries) return false;
+  size_t data = data_bytes_ + (data_bytes ? align_up(data_bytes) : 0);
+  return align_up(table_bytes(entries_.size() + 1, withdrawals_.size())) + data <= capacity_;
+}
+
+void RecordWriter::add(const Request& r, bool eager, const void* data, size_t data_bytes) {
+  PTC_ENFORCE(fits(data_bytes), "record entry does not fit");
+  RecordEntry e{};
+  e.stream = r.key.stream;
+  e.seq = r.key.seq;
+  e.count = r.desc.count;
+  e.eager_bytes = data_bytes;
+  e.shape_tag = r.desc.shape_tag;
+  e.root = r.desc.root;
+  e.kind = static_cast<uint8_t>(r.desc.kind);
+  e.dtype = static_cast<uint8_t>(r.desc.dtype);
+  e.op = static_cast<uint8_t>(r.desc.op);
+  e.algorithm = r.desc.algorithm;
+  e.flags = eager ? uint32_t{kEntryEager} : 0u;
+  std::strncpy(e.label, r.label.c_str(), kLabelBytes - 1);
+  entries_.push_back(e);
+  data_.push_back({data, data_bytes});
+  if (data_bytes) data_bytes_ += align_up(data_bytes);
+}
+
+bool RecordWriter::add_withdrawal(const CollectiveKey& k) {
+  if (withdrawals_.size() >= kMaxRecordEntries ||
+      align_up(table_bytes(entries_.size(), withdrawals_.size() + 1)) + data_bytes_ > capacity_) {
+    return false;
+  }
+  withdrawals_.push_back({k.stream, k.seq});
+  return true;
+}
+
+size_t RecordWriter::finish() {
+  size_t offset = align_up(table_bytes(entries_.size(), withdrawals_.size()));
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (data_[i].bytes == 0) continue;
+    entries_[i].eager_offset = offset;
+    std::memcpy(buf_ + offset, data_[i].src, data_[i].bytes);
+    offset += align_up(data_[i].bytes);
+  }
+  RecordHeader h{};
+  h.magic = kRecordMagic;
+  h.entries = static_cast<uint16_t>(entries_.size());
+  h.withdrawals = static_cast<uint16_t>(withdrawals_.size());
+  h.round = round_;
+  h.bytes = offset;
+  std::memcpy(buf_, &h, sizeof(h));
+  char* p = buf_ + sizeof(h);
+  if (!entries_.empty()) std::memcpy(p, entries_.data(), entries_.size() * sizeof(RecordEntry));
+  p += entries_.size() * sizeof(RecordEntry);
+  if (!withdrawals_.empty()) {
+    std::memcpy(p, withdrawals_.data(), withdrawals_.size() * sizeof(RecordKey));
+  }
+  return offset;
+}
+
+std::string check_record_header(const char* rec, size_t bytes, uint64_t round, RecordHeader* out) {
+  if (bytes < sizeof(RecordHeader))
+    return str_cat("a negotiation record of only ", bytes, " bytes");
+  RecordHeader& h = *out;
+  std::memcpy(&h, rec, sizeof(h));
+  if (h.magic != kRecordMagic) return "a negotiation record with a bad magic number";
+  if (h.round != round) return str_cat("a record of round ", h.round, " in round ", round);
+  if (h.bytes != bytes) return str_cat("a record that says ", h.bytes, " bytes but has ", bytes);
+  if (h.entries > kMaxRecordEntries || h.withdrawals > kMaxRecordEntries) {
+    return str_cat("a record of ", h.entries, " entries and ", h.withdrawals, " withdrawals");
+  }
+  if (table_bytes(h.entries, h.withdrawals) > bytes) return "a record shorter than its own table";
+  return "";
+}
+
+const char* check_record_entry(const RecordEntry& e, const RecordHeader& h, int size) {
+  if (!valid_kind(e.kind) || !valid_dtype(e.dtype) || !valid_op(e.op) || e.algorithm > 4 ||
+      (e.flags & ~kEntryAllFlags) != 0) {
+    return "an entry with an unknown kind, dtype, op, algorithm or flag";
+  }
+  if (e.kind == static_cast<uint8_t>(algorithms::CollectiveKind::kBroadcast) &&
+      (e.root < 0 || e.root >= size)) {
+    return "a broadcast from a rank outside the job";
+  }
+  if (e.count > (uint64_t{1} << 60)) return "an entry of an impossible element count";
+  if (e.eager_bytes > 0) {
+    const uint64_t want = e.count * dtype_size(static_cast<DType>(e.dtype));
+    const size_t data_start = align_up(table_bytes(h.entries, h.withdrawals));
+    if (!(e.flags & kEntryEager) || e.eager_bytes != want || e.eager_offset < data_start ||
+        e.eager_offset % kRecordAlign != 0 || e.eager_offset > h.bytes ||
+        e.eager_bytes > h.bytes - e.eager_offset) {
+      return "an entry with inconsistent input bytes";
+    }
+  } else if (e.eager_offset != 0) {
+    return "an entry with an input offset but no input";
+  }
+  return nullptr;
+}
+
+Descriptor entry_descriptor(const RecordEntry& e) {
+  Descriptor d;
+  d.kind = static_cast<algorithms::CollectiveKind>(e.kind);
+  d.dtype = static_cast<DType>(e.dtype);
+  d.op = static_cast<ReduceOp>(e.op);
+  d.algorithm = e.algorithm;
+  d.root = e.root;
+  d.shape_tag = e.shape_tag;
+  d.count = e.count;
+  return d;
+}
+
+std::string parse_record(const char* rec, size_t bytes, uint64_t round, int size,
+                         ParsedRecord* out) {
+  out->entries.clear();
+  out->withdrawals.clear();
+  RecordHeader h;
+  std::string bad = check_record_header(rec, bytes, round, &h);
+  if (!bad.empty()) return bad;
+  out->entries.reserve(h.entries);
+  for (size_t i = 0; i < h.entries; ++i) {
+    RecordEntry e;
+    std::memcpy(&e, rec + sizeof(RecordHeader) + i * sizeof(RecordEntry), sizeof(e));
+    if (const char* why = check_record_entry(e, h, size))
+      return str_cat("record entry ", i, ": ", why);
+    Announcement a;
+    a.key = {e.stream, e.seq};
+    a.desc = entry_descriptor(e);
+    a.eager = (e.flags & kEntryEager) != 0;
+    if (e.eager_bytes > 0) {
+      a.data = rec + e.eager_offset;
+      a.data_bytes = static_cast<size_t>(e.eager_bytes);
+    }
+    e.label[kLabelBytes - 1] = '\0';
+    a.label = e.label;
+    for (char& c : a.label) {
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    }
+    out->entries.push_back(std::move(a));
+  }
+  const char* w = rec + sizeof(RecordHeader) + h.entries * sizeof(RecordEntry);
+  for (size_t i = 0; i < h.withdrawals; ++i) {
+    RecordKey k;
+    std::memcpy(&k, w + i * sizeof(RecordKey), sizeof(k));
+    out->withdrawals.push_back({k.stream, k.seq});
+  }
+  return "";
+}
+
+std::string describe(const Descriptor& d) {
+  std::string s = str_cat(kind_name(d.kind), "(", dtype_name(d.dtype), " x ", d.count);
+  switch (d.kind) {
+    case algorithms::CollectiveKind::kAllreduce:
+      s += str_cat(", op ", op_name(d.op), ", algorithm ", algorithm_text(d.algorithm));
+      break;
+    case algorithms::CollectiveKind::kReduceScatter:
+      s += str_cat(", op ", op_name(d.op));
+      break;
+    case algorithms::CollectiveKind::kBroadcast:
+      s += str_cat(", root ", d.root);
+      break;
+    default:
+      break;
+  }
+  if (d.shape_tag) {
+    char tag[16];
+    std::snprintf(tag, sizeof(tag), "%08x", d.shape_tag);
+    s += str_cat(", shape digest ", tag);
+  }
+  return s + ")";
+}
+
+}  // namespace pytfcomm

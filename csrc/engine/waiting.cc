@@ -1,0 +1,109 @@
+// Who drives the engine (docs/negotiation.md). A synchronous caller drives
+// while its own request is pending and no other thread drives; otherwise it
+// sleeps until its request is done or the driver role is free. The
+// background thread drives while asynchronous requests are pending and no
+// caller wants the role (it hands it over at once when one does), and,
+// while nobody drives at all, keeps the liveness heartbeats going.
+#include "common/error.h"
+#include "common/interrupt.h"
+#include "common/logging.h"
+#include "engine/communicator.h"
+#include "engine/thread_stream.h"
+
+namespace pytfcomm {
+
+void Communicator::await(Request& r) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!r.done()) {
+    if (!driving_) {
+      driving_ = true;
+      lock.unlock();
+      drive([&] { return r.done(); });
+      lock.lock();
+      release_driver_locked();
+      continue;
+    }
+    // Another thread drives (it may well run this very request): ask the
+    // background thread to hand over, and wait a little.
+    sync_waiters_.fetch_add(1);
+    ++waiters_;
+    if (transport_) transport_->wake();
+    cv_.wait_for(lock, std::chrono::milliseconds(50));
+    --waiters_;
+    sync_waiters_.fetch_sub(1);
+    if (r.done() || !interruptible()) continue;
+    lock.unlock();
+    try {
+      poll_interrupt();
+    } catch (const Error&) {
+      // The driver holds this request: have it fail everything, this
+      // thread's request with the interrupt.
+      interrupt_.store(true);
+      lock.lock();
+      if (transport_ && driving_) transport_->wake();
+      ++waiters_;
+      cv_.wait(lock, [&] { return r.done(); });
+      --waiters_;
+      continue;
+    }
+    lock.lock();
+  }
+}
+
+void Communicator::release_driver_locked() {
+  driving_ = false;
+  if (waiters_ > 0) cv_.notify_all();
+  if (async_pending_.load() > 0) bg_cv_.notify_one();
+}
+
+void Communicator::background_loop() {
+  set_thread_stream("pytfcomm:background");
+  set_log_rank(rank_);
+  const auto beat = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(beat_s_ > 0 ? beat_s_ : 1.0));
+  TimePoint next_beat = Clock::now() + beat;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (closed_) {
+      bg_cv_.wait(lock, [this] { return stop_; });
+      break;
+    }
+    if (!driving_ && async_pending_.load() > 0 && sync_waiters_.load() == 0) {
+      driving_ = true;
+      lock.unlock();
+      drive([this] {
+        return async_pending_.load(std::memory_order_relaxed) == 0 ||
+               sync_waiters_.load(std::memory_order_relaxed) > 0;
+      });
+      lock.lock();
+      release_driver_locked();
+      next_beat = Clock::now() + beat;
+      continue;
+    }
+    if (beat_s_ > 0 && Clock::now() >= next_beat && driving_) {
+      next_beat = Clock::now() + beat;  // the driver beats from its waits
+      continue;
+    }
+    if (!driving_ && beat_s_ > 0 && Clock::now() >= next_beat) {
+      driving_ = true;
+      lock.unlock();
+      try {
+        transport_->set_context("no collective (between collectives)");
+        transport_->keep_alive();
+      } catch (const Error& e) {
+        fail(std::current_exception(), e.kind(), e.what());
+      }
+      lock.lock();
+      release_driver_locked();
+      next_beat = Clock::now() + beat;
+      continue;
+    }
+    if (beat_s_ > 0) {
+      bg_cv_.wait_until(lock, next_beat);
+    } else {
+      bg_cv_.wait(lock);
+    }
+  }
+}
+
+}  // namespace pytfcomm

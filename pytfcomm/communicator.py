@@ -45,7 +45,10 @@ def _check_input(x: object, what: str = "input") -> np.ndarray:
     return x
 
 
-def _check_out(out: object, like_shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def _check_out(
+    out: object, like_shape: tuple[int, ...], dtype: np.dtype, x: np.ndarray | None = None,
+    *, in_place: bool = True,
+) -> np.ndarray:
     out = _check_input(out, "out")
     if out.dtype != dtype:
         raise InvalidArgumentError(f"out has dtype {out.dtype} but the result is {dtype}")
@@ -53,7 +56,37 @@ def _check_out(out: object, like_shape: tuple[int, ...], dtype: np.dtype) -> np.
         raise InvalidArgumentError(f"out has shape {out.shape} but the result has {like_shape}")
     if not out.flags.writeable:
         raise InvalidArgumentError("out is read-only; pass a writable array")
+    if x is not None:
+        _check_overlap(x, out, in_place)
     return out
+
+
+def _check_overlap(x: np.ndarray, out: np.ndarray, in_place: bool) -> None:
+    """Raise when ``out`` overlaps the input without being the very same memory.
+
+    Both are C-contiguous, so their byte ranges overlap exactly when their memory
+    does. Writing results while inputs are still being read would corrupt both.
+    """
+    a = x.__array_interface__["data"][0]
+    b = out.__array_interface__["data"][0]
+    if x.nbytes == 0 or out.nbytes == 0 or not (a < b + out.nbytes and b < a + x.nbytes):
+        return
+    if in_place and a == b and x.nbytes == out.nbytes:
+        return
+    how = "the same memory as" if a == b and x.nbytes == out.nbytes else "memory overlapping"
+    raise InvalidArgumentError(
+        f"out uses {how} the input (its first byte is {b - a:+d} bytes from the input's); "
+        + ("pass out=x to work in place, or " if in_place else "")
+        + "pass an array of its own"
+    )
+
+
+def _check_name(name: str | None) -> str:
+    if name is None:
+        return ""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"name must be a non-empty str, got {name!r}")
+    return name
 
 
 def shape_tag(shape: tuple[int, ...]) -> int:
@@ -71,11 +104,21 @@ def _shape_tag(shape: tuple[int, ...]) -> int:
 class Communicator:
     """The ranks of one job, connected, and the collectives between them.
 
-    Create one with :func:`pytfcomm.init`. Every rank must call the same
-    collectives in the same order with arrays of the same dtype and shape;
-    anything else raises :class:`pytfcomm.MismatchError` on every rank. All
-    calls block until this rank's part is done and release the GIL meanwhile.
-    After a communication error the communicator is closed on every rank.
+    Create one with :func:`pytfcomm.init`. Collectives are matched across ranks
+    per thread: the n-th collective a thread named ``X`` calls pairs with the
+    n-th collective of the thread named ``X`` on every other rank (threads of
+    an SPMD program get the same names everywhere: ``MainThread``, ``Thread-1``,
+    ...), or, with ``name=``, the n-th call under that name on any thread. So
+    several threads may use one communicator at once, in any order relative to
+    each other. Every rank must make the same call (kind, dtype, shape, op,
+    root) for each key; otherwise every rank raises
+    :class:`pytfcomm.MismatchError` before any data moves and the communicator
+    stays usable (docs/negotiation.md). All calls block until this rank's part
+    is done and release the GIL meanwhile; Ctrl-C interrupts a wait (the
+    communicator is then closed, and its peers told). After a lost or silent
+    peer or a failed transfer the communicator is closed on every rank. A
+    communicator belongs to the process that created it: a forked child must
+    call :func:`init` for its own.
     """
 
     def __init__(
@@ -145,6 +188,7 @@ class Communicator:
         out: np.ndarray | None = None,
         algorithm: str = "auto",
         timeout: float | None = None,
+        name: str | None = None,
     ) -> np.ndarray:
         """Reduce ``x`` element-wise over all ranks; every rank gets the result.
 
@@ -152,11 +196,13 @@ class Communicator:
         ``"min"``, ``"max"`` or ``"prod"``. ``out`` receives the result without
         allocating (``out=x`` works in place). ``algorithm`` is ``"auto"``,
         ``"ring"``, ``"hierarchical"``, ``"recursive_doubling"`` or ``"oneshot"``
-        (jobs on one host, up to PYTFCOMM_ONESHOT_BYTES). Every rank
+        (up to PYTFCOMM_ONESHOT_BYTES: every rank's input travels with the
+        negotiation and every rank reduces them all). Every rank
         gets bitwise-identical results. DLPack tensors (CuPy, PyTorch) work too:
-        CUDA ones through NCCL or staging (docs/gpu.md).
+        CUDA ones through NCCL or staging (docs/gpu.md). ``name``: match this call
+        across ranks by name instead of by the calling thread's call count.
         """
-        if type(x) is np.ndarray and timeout is None:
+        if type(x) is np.ndarray and timeout is None and name is None:
             # The common call takes a C++ fast path (bindings/fast_allreduce.cc):
             # small all-reduces are bound by the wrapper's own cost. False means
             # "not that call"; the full path below checks everything and explains.
@@ -174,9 +220,10 @@ class Communicator:
         x = _check_input(x)
         code = op_code(op)
         alg = algorithm_code(algorithm)
-        out = np.empty_like(x) if out is None else _check_out(out, x.shape, x.dtype)
+        out = np.empty_like(x) if out is None else _check_out(out, x.shape, x.dtype, x)
         self._core.allreduce(
-            x, out, dtype_code(x.dtype), code, alg, _timeout(timeout), _shape_tag(x.shape)
+            x, out, dtype_code(x.dtype), code, alg, _timeout(timeout), _shape_tag(x.shape),
+            _check_name(name),
         )
         return out
 
@@ -214,7 +261,7 @@ class Communicator:
                     f"out has {len(outs)} arrays but arrays has {len(xs)}; "
                     "pass one output per input"
                 )
-            outs = [_check_out(o, x.shape, x.dtype) for o, x in zip(outs, xs, strict=True)]
+            outs = [_check_out(o, x.shape, x.dtype, x) for o, x in zip(outs, xs, strict=True)]
         self._core.allreduce_many(
             xs,
             outs,
@@ -248,7 +295,7 @@ class Communicator:
         x = _check_input(x)
         code = op_code(op)
         alg = algorithm_code(algorithm)
-        out = np.empty_like(x) if out is None else _check_out(out, x.shape, x.dtype)
+        out = np.empty_like(x) if out is None else _check_out(out, x.shape, x.dtype, x)
         core = self._core.allreduce_async(
             x, out, dtype_code(x.dtype), code, alg, _timeout(timeout), shape_tag(x.shape)
         )
@@ -261,6 +308,7 @@ class Communicator:
         *,
         out: np.ndarray | None = None,
         timeout: float | None = None,
+        name: str | None = None,
     ) -> np.ndarray:
         """Every rank gets rank ``root``'s ``x`` (same shape and dtype on every rank)."""
         if _dlpack.is_dlpack(x):
@@ -282,16 +330,22 @@ class Communicator:
         if out is None:
             out = x.copy()
         else:
-            out = _check_out(out, x.shape, x.dtype)
+            out = _check_out(out, x.shape, x.dtype, x)
             if out is not x and self.rank == root:
                 np.copyto(out, x)
         self._core.broadcast(
-            out, dtype_code(out.dtype), int(root), _timeout(timeout), shape_tag(out.shape)
+            out, dtype_code(out.dtype), int(root), _timeout(timeout), shape_tag(out.shape),
+            _check_name(name),
         )
         return out
 
     def allgather(
-        self, x: np.ndarray, *, out: np.ndarray | None = None, timeout: float | None = None
+        self,
+        x: np.ndarray,
+        *,
+        out: np.ndarray | None = None,
+        timeout: float | None = None,
+        name: str | None = None,
     ) -> np.ndarray:
         """Concatenate every rank's ``x`` along axis 0, in rank order."""
         if _dlpack.is_dlpack(x):
@@ -313,8 +367,14 @@ class Communicator:
         if x.ndim == 0:
             raise InvalidArgumentError("allgather needs an array with at least one dimension")
         shape = (x.shape[0] * self.size, *x.shape[1:])
-        out = np.empty(shape, x.dtype) if out is None else _check_out(out, shape, x.dtype)
-        self._core.allgather(x, out, dtype_code(x.dtype), _timeout(timeout), shape_tag(x.shape))
+        out = (
+            np.empty(shape, x.dtype)
+            if out is None
+            else _check_out(out, shape, x.dtype, x, in_place=False)
+        )
+        self._core.allgather(
+            x, out, dtype_code(x.dtype), _timeout(timeout), shape_tag(x.shape), _check_name(name)
+        )
         return out
 
     def reduce_scatter(
@@ -324,6 +384,7 @@ class Communicator:
         *,
         out: np.ndarray | None = None,
         timeout: float | None = None,
+        name: str | None = None,
     ) -> np.ndarray:
         """Reduce ``x`` over all ranks; rank r gets the r-th of ``size`` equal parts
         along axis 0 (``x.shape[0]`` must be divisible by ``size``)."""
@@ -354,15 +415,20 @@ class Communicator:
                 f"got shape {x.shape}"
             )
         shape = (x.shape[0] // self.size, *x.shape[1:])
-        out = np.empty(shape, x.dtype) if out is None else _check_out(out, shape, x.dtype)
+        out = (
+            np.empty(shape, x.dtype)
+            if out is None
+            else _check_out(out, shape, x.dtype, x, in_place=False)
+        )
         self._core.reduce_scatter(
-            x, out, dtype_code(x.dtype), code, _timeout(timeout), shape_tag(x.shape)
+            x, out, dtype_code(x.dtype), code, _timeout(timeout), shape_tag(x.shape),
+            _check_name(name),
         )
         return out
 
-    def barrier(self, timeout: float | None = None) -> None:
-        """Return once every rank has entered the barrier."""
-        self._core.barrier(_timeout(timeout))
+    def barrier(self, timeout: float | None = None, name: str | None = None) -> None:
+        """Return once every rank has entered the barrier (``name``: see :meth:`allreduce`)."""
+        self._core.barrier(_timeout(timeout), _check_name(name))
 
     def close(self) -> None:
         """Close every connection. Idempotent; later collectives raise CommClosedError."""

@@ -6,6 +6,7 @@
 
 #include <pybind11/stl.h>
 
+#include "bindings/blocking.h"
 #include "bindings/dlpack_abi.h"
 #include "common/error.h"
 #include "pytfcomm_config.h"
@@ -188,7 +189,7 @@ void bind_gpu(py::module_& m) {
             check_out(in, out, in.buf.count, "the result has as many as the input");
             PTC_CHECK_ARG(valid_op(static_cast<uint8_t>(op)) && op >= 0, "bad op code ", op);
             PTC_CHECK_ARG(algorithm >= 0 && algorithm <= 3, "bad algorithm code ", algorithm);
-            py::gil_scoped_release release;
+            pytfcomm::Blocking blocking;
             g.allreduce(in.buf, out.buf, static_cast<ReduceOp>(op),
                         static_cast<Algorithm>(algorithm), to_backend(backend), timeout, shape_tag);
           },
@@ -201,7 +202,7 @@ void bind_gpu(py::module_& m) {
             Imported in = import_cuda(g, src, "input");
             Imported out = import_cuda(g, dst, "out");
             check_out(in, out, in.buf.count, "the result has as many as the input");
-            py::gil_scoped_release release;
+            pytfcomm::Blocking blocking;
             g.broadcast(in.buf, out.buf, root, to_backend(backend), timeout, shape_tag);
           },
           py::arg("src"), py::arg("dst"), py::arg("root"), py::arg("backend"), py::arg("timeout"),
@@ -216,7 +217,7 @@ void bind_gpu(py::module_& m) {
                       "the result has size * input");
             PTC_CHECK_ARG(in.buf.ptr != out.buf.ptr || in.buf.count == 0,
                           "allgather cannot run in place");
-            py::gil_scoped_release release;
+            pytfcomm::Blocking blocking;
             g.allgather(in.buf, out.buf, to_backend(backend), timeout, shape_tag);
           },
           py::arg("src"), py::arg("dst"), py::arg("size"), py::arg("backend"), py::arg("timeout"),
@@ -232,7 +233,7 @@ void bind_gpu(py::module_& m) {
             PTC_CHECK_ARG(valid_op(static_cast<uint8_t>(op)) && op >= 0, "bad op code ", op);
             PTC_CHECK_ARG(in.buf.ptr != out.buf.ptr || in.buf.count == 0,
                           "reduce_scatter cannot run in place");
-            py::gil_scoped_release release;
+            pytfcomm::Blocking blocking;
             g.reduce_scatter(in.buf, out.buf, static_cast<ReduceOp>(op), to_backend(backend),
                              timeout, shape_tag);
           },
@@ -240,7 +241,7 @@ void bind_gpu(py::module_& m) {
           py::arg("timeout"), py::arg("shape_tag") = 0)
       .def("last_backend", &gpu::GpuCommunicator::last_backend)
       .def("close", [](gpu::GpuCommunicator& g) {
-        py::gil_scoped_release release;
+        pytfcomm::Blocking blocking;
         g.close();
       });
 #else

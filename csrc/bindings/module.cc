@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "bindings/blocking.h"
 #include "bindings/fast_allreduce.h"
 #include "bindings/gpu_bindings.h"
 #include "common/error.h"
@@ -57,9 +58,11 @@ void* writable(py::array& a, const char* what) {
 // Python classes live in pytfcomm/errors.py so they can carry docstrings and
 // inherit from the matching builtins (TimeoutError, ConnectionError, ...).
 py::object error_class(pytfcomm::ErrorKind kind) {
+  // By ErrorKind; an interrupt whose Python exception is not on this
+  // thread (another thread was interrupted) reads as a closed communicator.
   static const char* kNames[] = {"CommError",           "InvalidArgumentError", "ConfigError",
                                  "PeerLostError",       "CommTimeoutError",     "MismatchError",
-                                 "AuthenticationError", "CommClosedError"};
+                                 "AuthenticationError", "CommClosedError",      "CommClosedError"};
   py::module_ errors = py::module_::import("pytfcomm.errors");
   return errors.attr(kNames[static_cast<int>(kind)]);
 }
@@ -126,7 +129,7 @@ void bind_fusion(py::module_& m, py::class_<Communicator, std::shared_ptr<Commun
              reqs.push_back(fusion_request(srcs[i], dsts[i], dtypes[i].cast<int>(), i));
            }
            ReduceOp o = to_op(op);
-           py::gil_scoped_release release;
+           pytfcomm::Blocking blocking;
            c.fusion().allreduce_many(reqs, o, static_cast<Algorithm>(algorithm), timeout, tag,
                                      fusion_bytes, direct_bytes);
          },
@@ -162,6 +165,11 @@ PYBIND11_MODULE(_core, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const pytfcomm::Error& e) {
+      // Ctrl-C: the exception the signal handler raised (KeyboardInterrupt).
+      if (e.kind() == pytfcomm::ErrorKind::kInterrupted &&
+          pytfcomm::restore_interrupt_exception()) {
+        return;
+      }
       py::object cls = error_class(e.kind());
       PyErr_SetString(cls.ptr(), e.what());
     }
@@ -185,7 +193,7 @@ PYBIND11_MODULE(_core, m) {
              o.secret = secret;
              o.transport = transport;
              o.stall_warning_s = stall_warning;
-             py::gil_scoped_release release;
+             pytfcomm::Blocking blocking;
              return std::make_shared<Communicator>(o);
            }),
            py::arg("rank"), py::arg("size"), py::arg("root_host"), py::arg("root_port"),
@@ -215,7 +223,7 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "allreduce",
           [](Communicator& c, const py::array& src, py::array& dst, int dtype, int op,
-             int algorithm, double timeout, uint32_t shape_tag) {
+             int algorithm, double timeout, uint32_t shape_tag, const std::string& name) {
             DType dt = to_dtype(dtype);
             size_t n = checked_count(src, dt, "input");
             PTC_CHECK_ARG(checked_count(dst, dt, "output") == n,
@@ -224,59 +232,68 @@ PYBIND11_MODULE(_core, m) {
                           "bad algorithm code ", algorithm);
             const void* in = src.data();
             void* out = writable(dst, "output");
-            py::gil_scoped_release release;
+            pytfcomm::CallKey key{name};
+            pytfcomm::Blocking blocking;
             c.allreduce(in, out, n, dt, to_op(op), static_cast<Algorithm>(algorithm), timeout,
-                        shape_tag);
+                        shape_tag, &key);
           },
           py::arg("src"), py::arg("dst"), py::arg("dtype"), py::arg("op"), py::arg("algorithm"),
-          py::arg("timeout"), py::arg("shape_tag") = 0)
+          py::arg("timeout"), py::arg("shape_tag") = 0, py::arg("name") = "")
       .def(
           "broadcast",
           [](Communicator& c, py::array& buf, int dtype, int root, double timeout,
-             uint32_t shape_tag) {
+             uint32_t shape_tag, const std::string& name) {
             DType dt = to_dtype(dtype);
             size_t n = checked_count(buf, dt, "buffer");
             void* p = writable(buf, "buffer");
-            py::gil_scoped_release release;
-            c.broadcast(p, n, dt, root, timeout, shape_tag);
+            pytfcomm::CallKey key{name};
+            pytfcomm::Blocking blocking;
+            c.broadcast(p, n, dt, root, timeout, shape_tag, &key);
           },
           py::arg("buf"), py::arg("dtype"), py::arg("root"), py::arg("timeout"),
-          py::arg("shape_tag") = 0)
+          py::arg("shape_tag") = 0, py::arg("name") = "")
       .def(
           "allgather",
           [](Communicator& c, const py::array& src, py::array& dst, int dtype, double timeout,
-             uint32_t shape_tag) {
+             uint32_t shape_tag, const std::string& name) {
             DType dt = to_dtype(dtype);
             size_t n = checked_count(src, dt, "input");
             PTC_CHECK_ARG(checked_count(dst, dt, "output") == n * static_cast<size_t>(c.size()),
                           "output must hold size * input elements");
             const void* in = src.data();
             void* out = writable(dst, "output");
-            py::gil_scoped_release release;
-            c.allgather(in, out, n, dt, timeout, shape_tag);
+            pytfcomm::CallKey key{name};
+            pytfcomm::Blocking blocking;
+            c.allgather(in, out, n, dt, timeout, shape_tag, &key);
           },
           py::arg("src"), py::arg("dst"), py::arg("dtype"), py::arg("timeout"),
-          py::arg("shape_tag") = 0)
+          py::arg("shape_tag") = 0, py::arg("name") = "")
       .def(
           "reduce_scatter",
           [](Communicator& c, const py::array& src, py::array& dst, int dtype, int op,
-             double timeout, uint32_t shape_tag) {
+             double timeout, uint32_t shape_tag, const std::string& name) {
             DType dt = to_dtype(dtype);
             size_t n = checked_count(src, dt, "input");
             PTC_CHECK_ARG(checked_count(dst, dt, "output") * static_cast<size_t>(c.size()) == n,
                           "output must hold input elements / size");
             const void* in = src.data();
             void* out = writable(dst, "output");
-            py::gil_scoped_release release;
-            c.reduce_scatter(in, out, n, dt, to_op(op), timeout, shape_tag);
+            pytfcomm::CallKey key{name};
+            pytfcomm::Blocking blocking;
+            c.reduce_scatter(in, out, n, dt, to_op(op), timeout, shape_tag, &key);
           },
           py::arg("src"), py::arg("dst"), py::arg("dtype"), py::arg("op"), py::arg("timeout"),
-          py::arg("shape_tag") = 0)
-      .def("barrier",
-           [](Communicator& c, double timeout) {
-             py::gil_scoped_release release;
-             c.barrier(timeout);
-           })
+          py::arg("shape_tag") = 0, py::arg("name") = "")
+      .def(
+          "barrier",
+          [](Communicator& c, double timeout, const std::string& name) {
+            pytfcomm::CallKey key{name};
+            pytfcomm::Blocking blocking;
+            c.barrier(timeout, &key);
+          },
+          py::arg("timeout"), py::arg("name") = "")
+      .def_property_readonly("failure", &Communicator::failure,
+                             "Why an error closed the communicator ('' otherwise)")
       .def("close", [](Communicator& c) {
         py::gil_scoped_release release;
         c.close();

@@ -27,6 +27,7 @@ set_property(CACHE PYTFCOMM_TF_GPU PROPERTY STRINGS AUTO ON OFF)
 set(PYTFCOMM_TF_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/ops.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/tf_common.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/cross_worker.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/output_buffer.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/allreduce_kernel.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/gather_kernels.cc

@@ -20,6 +20,7 @@
 #include "engine/timeline.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "tf/cross_worker.h"
 #include "tf/output_buffer.h"
 #include "tf/tf_common.h"
 
@@ -62,6 +63,7 @@ class AllReduceOp : public AsyncOpKernel {
     OP_REQUIRES_OK(c, c->GetAttr("comm_handle", &comm_handle_));
     OP_REQUIRES_OK(c, c->GetAttr("algorithm", &alg));
     OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &timeout_));
+    OP_REQUIRES_OK(c, c->GetAttr("instance_key", &instance_key_));
     int group_size = 1;
     OP_REQUIRES_OK(c, c->GetAttr("group_size", &group_size));
     OP_REQUIRES(c, group_size == 1,
@@ -165,22 +167,33 @@ class AllReduceOp : public AsyncOpKernel {
     }
     if (!cross) return done();
 
-    // Across processes: may wait on peers, so it runs on the executor.
-    RunCrossWorker(comm_handle_, ctx, std::move(done), "cross-worker all-reduce",
-                   [this, comm, packs = std::move(packs)] {
-                     const ReduceOp wire_op = op_ == ReduceOp::kMean ? ReduceOp::kSum : op_;
-                     const int64_t contributions = int64_t{num_devices_} * comm->size();
-                     for (const Pack& p : packs) {
-                       void* buf = const_cast<char*>(p.buffer.tensor_data().data());
-                       const size_t elems =
-                           p.direct_src ? p.direct_count
-                                        : static_cast<size_t>(p.bytes) / dtype_size(p.dtype);
-                       comm->allreduce(p.direct_src ? p.direct_src : buf, buf, elems, p.dtype,
-                                       wire_op, algorithm_, CoreTimeout(timeout_), p.tag | 1u);
-                       if (op_ == ReduceOp::kMean) divide(buf, buf, elems, p.dtype, contributions);
-                       count(CounterKind::kCrossWorkerOps);
-                     }
-                   });
+    // Across processes: one collective per fusion buffer, submitted
+    // together; the engine calls back when all are done (no TF thread waits).
+    const ReduceOp wire_op = op_ == ReduceOp::kMean ? ReduceOp::kSum : op_;
+    std::vector<std::unique_ptr<Request>> reqs;
+    for (const Pack& p : packs) {
+      void* buf = const_cast<char*>(p.buffer.tensor_data().data());
+      const size_t elems =
+          p.direct_src ? p.direct_count : static_cast<size_t>(p.bytes) / dtype_size(p.dtype);
+      reqs.push_back(comm->make_request(algorithms::CollectiveKind::kAllreduce,
+                                        p.direct_src ? p.direct_src : buf, buf, elems, p.dtype,
+                                        wire_op, algorithm_, 0, CoreTimeout(timeout_), p.tag | 1u));
+    }
+    const int64_t contributions = int64_t{num_devices_} * comm->size();
+    SubmitCrossWorker(ctx, std::move(done), "cross-worker all-reduce", *comm,
+                      InstanceStream(ctx, instance_key_), OpLabel("allreduce", ctx),
+                      std::move(reqs), [this, comm, packs = std::move(packs), contributions] {
+                        for (const Pack& p : packs) {
+                          if (op_ == ReduceOp::kMean) {
+                            void* buf = const_cast<char*>(p.buffer.tensor_data().data());
+                            const size_t elems =
+                                p.direct_src ? p.direct_count
+                                             : static_cast<size_t>(p.bytes) / dtype_size(p.dtype);
+                            divide(buf, buf, elems, p.dtype, contributions);
+                          }
+                          count(CounterKind::kCrossWorkerOps);
+                        }
+                      });
   }
 
  private:
@@ -226,6 +239,7 @@ class AllReduceOp : public AsyncOpKernel {
   int64_t threshold_ = 0;
   int64_t comm_handle_ = 0;
   float timeout_ = 0;
+  std::string instance_key_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("PytfcommAllReduce").Device(tensorflow::DEVICE_CPU), AllReduceOp);

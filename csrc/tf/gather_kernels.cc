@@ -10,6 +10,7 @@
 #include "engine/local_reduce.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "tf/cross_worker.h"
 #include "tf/output_buffer.h"
 #include "tf/tf_common.h"
 
@@ -45,13 +46,14 @@ class BroadcastOp : public AsyncOpKernel {
     // Inputs are immutable: the root sends from a copy that becomes its output.
     if (comm->rank() == a_.root) std::memcpy(out.data(), in.data(), in.TotalBytes());
     for (int i = 0; i < a_.num_devices; ++i) ctx->set_output(i, out);
-    RunCrossWorker(a_.comm_handle, ctx, std::move(done), "cross-worker broadcast",
-                   [this, comm, out, dt] {
-                     comm->broadcast(const_cast<char*>(out.tensor_data().data()),
-                                     static_cast<size_t>(out.NumElements()), dt, a_.root,
-                                     CoreTimeout(a_.timeout));
-                     count(CounterKind::kCrossWorkerOps);
-                   });
+    char* buf = const_cast<char*>(out.tensor_data().data());
+    std::vector<std::unique_ptr<Request>> reqs;
+    reqs.push_back(comm->make_request(algorithms::CollectiveKind::kBroadcast, buf, buf,
+                                      static_cast<size_t>(out.NumElements()), dt, ReduceOp::kSum,
+                                      Algorithm::kAuto, a_.root, CoreTimeout(a_.timeout), 0));
+    SubmitCrossWorker(ctx, std::move(done), "cross-worker broadcast", *comm,
+                      InstanceStream(ctx, a_.instance_key), OpLabel("broadcast", ctx),
+                      std::move(reqs), [comm, out] { count(CounterKind::kCrossWorkerOps); });
   }
 
  private:
@@ -104,13 +106,15 @@ class AllGatherOp : public AsyncOpKernel {
     Tensor global;
     OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, t0.dtype(), global_shape, &global), done);
     for (int i = 0; i < n; ++i) ctx->set_output(i, global);
-    RunCrossWorker(a_.comm_handle, ctx, std::move(done), "cross-worker all-gather",
-                   [this, comm, local, global, dt] {
-                     comm->allgather(
-                         local.tensor_data().data(), const_cast<char*>(global.tensor_data().data()),
-                         static_cast<size_t>(local.NumElements()), dt, CoreTimeout(a_.timeout));
-                     count(CounterKind::kCrossWorkerOps);
-                   });
+    std::vector<std::unique_ptr<Request>> reqs;
+    reqs.push_back(comm->make_request(
+        algorithms::CollectiveKind::kAllgather, local.tensor_data().data(),
+        const_cast<char*>(global.tensor_data().data()), static_cast<size_t>(local.NumElements()),
+        dt, ReduceOp::kSum, Algorithm::kAuto, 0, CoreTimeout(a_.timeout), 0));
+    SubmitCrossWorker(ctx, std::move(done), "cross-worker all-gather", *comm,
+                      InstanceStream(ctx, a_.instance_key), OpLabel("allgather", ctx),
+                      std::move(reqs),
+                      [comm, local, global] { count(CounterKind::kCrossWorkerOps); });
   }
 
  private:

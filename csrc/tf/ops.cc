@@ -8,8 +8,11 @@
 //
 // The ops are stateful: they may talk to other processes, and TF must
 // neither constant-fold nor deduplicate them (that would silently skip
-// pytfcomm), and inside a tf.function automatic control dependencies keep
-// them in program order, which is the order every worker issues them in.
+// pytfcomm). Across processes an op's collectives are matched by its
+// instance_key (set by the Python layer: the op's place in its outermost
+// traced function, or the calling thread for eager ops) and the frame and
+// iteration it runs in, never by the order TF happens to run ops in
+// (docs/negotiation.md).
 // They are marked as distributed communication so that TF passes their
 // Unavailable errors (a lost peer) to the caller instead of turning them
 // into Internal ones.
@@ -47,6 +50,7 @@ REGISTER_OP("PytfcommAllReduce")
     .Attr("group_size: int >= 1 = 1")
     .Attr("group_rank: int >= 0 = 0")
     .Attr("group_key: int = 0")
+    .Attr("instance_key: string = ''")
     .SetIsStateful()
     .SetIsDistributedCommunication()
     .SetShapeFn(SameShapes)
@@ -67,6 +71,7 @@ REGISTER_OP("PytfcommBroadcast")
     .Attr("root_rank: int >= 0 = 0")
     .Attr("comm_handle: int = 0")
     .Attr("timeout_seconds: float = 0")
+    .Attr("instance_key: string = ''")
     .SetIsStateful()
     .SetIsDistributedCommunication()
     .SetShapeFn([](InferenceContext* c) {
@@ -85,6 +90,7 @@ REGISTER_OP("PytfcommAllGather")
     .Attr("num_devices: int >= 1")
     .Attr("comm_handle: int = 0")
     .Attr("timeout_seconds: float = 0")
+    .Attr("instance_key: string = ''")
     .SetIsStateful()
     .SetIsDistributedCommunication()
     .SetShapeFn([](InferenceContext* c) {

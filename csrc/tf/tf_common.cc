@@ -1,7 +1,5 @@
 #include "tf/tf_common.h"
 
-#include "engine/executor.h"
-
 #include <exception>
 #include <string>
 
@@ -64,6 +62,15 @@ absl::Status Guard(const char* what, const std::function<void()>& body) {
   try {
     body();
     return absl::OkStatus();
+  } catch (...) {
+    return StatusOf(what, std::current_exception());
+  }
+}
+
+absl::Status StatusOf(const char* what, std::exception_ptr error) {
+  if (!error) return absl::OkStatus();
+  try {
+    std::rethrow_exception(error);
   } catch (const Error& e) {
     std::string msg = std::string("pytfcomm ") + what + ": " + e.what();
     switch (e.kind()) {
@@ -79,6 +86,8 @@ absl::Status Guard(const char* what, const std::function<void()>& body) {
         return absl::InvalidArgumentError(msg);
       case ErrorKind::kAuth:
         return absl::PermissionDeniedError(msg);
+      case ErrorKind::kInterrupted:
+        return absl::CancelledError(msg);
       default:
         return absl::InternalError(msg);
     }
@@ -97,16 +106,6 @@ absl::Status FindComm(int64_t handle, std::shared_ptr<Communicator>* out) {
         " in this process (was it closed? create one with pytfcomm.init())");
   }
   return absl::OkStatus();
-}
-
-void RunCrossWorker(int64_t handle, tensorflow::OpKernelContext* ctx,
-                    tensorflow::AsyncOpKernel::DoneCallback done, const char* what,
-                    std::function<void()> body) {
-  Executor::for_communicator(handle).enqueue(
-      [ctx, done = std::move(done), what, body = std::move(body)]() {
-        ctx->SetStatus(Guard(what, body));
-        done();
-      });
 }
 
 absl::Status CheckBroadcast(const tensorflow::Tensor& in, const Communicator& comm, int root,
@@ -150,6 +149,7 @@ void ReadGatherAttrs(tensorflow::OpKernelConstruction* c, bool with_root, Gather
   if (with_root) OP_REQUIRES_OK(c, c->GetAttr("root_rank", &a->root));
   OP_REQUIRES_OK(c, c->GetAttr("comm_handle", &a->comm_handle));
   OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &a->timeout));
+  OP_REQUIRES_OK(c, c->GetAttr("instance_key", &a->instance_key));
 }
 
 }  // namespace tf

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,16 +30,11 @@ Algorithm ParseAlgorithm(const std::string& s);
 // FailedPrecondition, kInvalidArgument/kConfig -> InvalidArgument, others
 // -> Internal); any other exception becomes Internal. `what` names the op.
 absl::Status Guard(const char* what, const std::function<void()>& body);
+// The same mapping for an outcome the engine reported (null: OK).
+absl::Status StatusOf(const char* what, std::exception_ptr error);
 
 // The communicator registered under `handle`, or an InvalidArgument status.
 absl::Status FindComm(int64_t handle, std::shared_ptr<Communicator>* out);
-
-// Runs body() on the executor of the communicator `handle` (work that may
-// wait on other processes must never block a TF thread), then sets the op's
-// status from Guard(what, body) and calls done(). Returns at once.
-void RunCrossWorker(int64_t handle, tensorflow::OpKernelContext* ctx,
-                    tensorflow::AsyncOpKernel::DoneCallback done, const char* what,
-                    std::function<void()> body);
 
 // The attrs of the broadcast and all-gather ops, read alike by their CPU and
 // GPU kernels (root only for broadcast). A failure is set on `c`.
@@ -47,6 +43,7 @@ struct GatherAttrs {
   int root = 0;
   int64_t comm_handle = 0;
   float timeout = 0;
+  std::string instance_key;
 };
 void ReadGatherAttrs(tensorflow::OpKernelConstruction* c, bool with_root, GatherAttrs* a);
 

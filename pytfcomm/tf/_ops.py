@@ -18,6 +18,7 @@ import os
 import threading
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from .. import __version__
 from ..errors import ConfigError
@@ -105,10 +106,37 @@ def _load() -> tuple[ModuleType, ctypes.CDLL]:
     return module, clib
 
 
-def ops() -> ModuleType:
-    """The generated op wrappers (``pytfcomm_all_reduce`` and friends)."""
+class _KeyedOps:
+    """The generated op wrappers, each given the ``instance_key`` of its call site.
+
+    Across processes an op's collectives are matched by that key (see
+    ``_ordering.instance_key``), never by the order TF runs ops in; every op
+    built through here gets one, so no call site can forget it.
+    """
+
+    _KEYED = ("pytfcomm_all_reduce", "pytfcomm_broadcast", "pytfcomm_all_gather")
+
+    def __init__(self, module: ModuleType) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self._module, name)
+        if name not in self._KEYED:
+            return fn
+        from ._ordering import instance_key
+
+        def keyed(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("comm_handle"):
+                kwargs.setdefault("instance_key", instance_key())
+            return fn(*args, **kwargs)
+
+        return keyed
+
+
+def ops() -> Any:
+    """The generated op wrappers (``pytfcomm_all_reduce`` and friends), keyed."""
     with _lock:
-        return _load()[0]
+        return _KeyedOps(_load()[0])
 
 
 def library_path() -> Path:

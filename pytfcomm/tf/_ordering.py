@@ -1,4 +1,18 @@
-"""Ordering tokens: cross-process collectives of one graph run in program order.
+"""How pytfcomm ops meet across processes: instance keys, and ordering tokens.
+
+Instance keys (``instance_key``): every op that talks to other processes
+carries a key, and the engine matches the n-th execution of a key on every
+process with each other (docs/negotiation.md), whatever order TF runs ops in
+(several inter-op threads, ``tf.cond`` branches, ``tf.while_loop`` bodies,
+``steps_per_execution``). An op built in a graph is keyed by the outermost
+traced function (``train_step``; nested branch and loop graphs get names with
+process-wide counters, which may differ between workers) and its place among
+that function's pytfcomm ops, which tracing builds in the same order on every
+worker; the kernel adds the loop frame and iteration it runs in. An eager op
+is keyed by its thread's name: the same stream as the thread's NumPy
+collectives, since eager ops run in program order.
+
+Ordering tokens (``ordered``): cross-process collectives of one graph run in program order.
 
 A graph's ops run when their inputs are ready, in any order, and differently
 on every worker; two workers that start the same two collectives in opposite
@@ -18,12 +32,28 @@ collective depends on every op of the group.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import tensorflow as tf
 
 _ATTR = "_pytfcomm_last_collective"
+_KEYS = "_pytfcomm_instance_keys"
+
+
+def instance_key() -> str:
+    """The key of the pytfcomm op about to be built (see the module docstring)."""
+    if tf.executing_eagerly():
+        return "thread:" + threading.current_thread().name
+    graph = tf.compat.v1.get_default_graph()
+    # Up to the outermost traced function: function graphs have an outer
+    # graph; the outermost one's is a plain Graph (which has none itself).
+    while hasattr(getattr(graph, "outer_graph", None), "outer_graph"):
+        graph = graph.outer_graph
+    n = getattr(graph, _KEYS, 0)
+    setattr(graph, _KEYS, n + 1)
+    return f"op:{getattr(graph, 'name', 'graph')}#{n}"
 
 
 def ordered(

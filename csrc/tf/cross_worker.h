@@ -1,0 +1,40 @@
+// The cross-process step of a pytfcomm TF op (docs/negotiation.md): its
+// collectives go to the communicator as asynchronous requests, matched
+// across workers by the op's instance key and the loop frame and iteration
+// it runs in, never by the order TF runs ops in. No TF thread waits: the
+// engine calls back when they are done.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/communicator.h"
+#include "engine/request.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace pytfcomm {
+namespace tf {
+
+// The stream of an op execution's collectives: its instance_key attr (the
+// Python layer's "op:<function>#<n>" or, for eager ops, "thread:<name>", the
+// same stream the calling thread's NumPy collectives use), mixed with the
+// frame and iteration of a while loop (iterations may run concurrently).
+uint64_t InstanceStream(const tensorflow::OpKernelContext* ctx, const std::string& instance_key);
+
+// "allreduce <the op's node name>", short enough for negotiation records.
+std::string OpLabel(const char* kind, const tensorflow::OpKernelContext* ctx);
+
+// Submits `reqs` together (in order) and returns at once. When every one
+// has finished, on the engine's thread: `after` runs if all succeeded, the
+// op's status becomes the first failure (mapped as Guard does) and done()
+// is called. If the communicator cannot take them, that is the status.
+void SubmitCrossWorker(tensorflow::OpKernelContext* ctx,
+                       tensorflow::AsyncOpKernel::DoneCallback done, const char* what,
+                       Communicator& comm, uint64_t stream, const std::string& label,
+                       std::vector<std::unique_ptr<Request>> reqs, std::function<void()> after);
+
+}  // namespace tf
+}  // namespace pytfcomm

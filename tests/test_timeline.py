@@ -71,9 +71,9 @@ def test_timeline_per_rank(n: int, tmp_path: Path) -> None:
                 assert got["args"]["algorithm"] == want["algorithm"], (got, want)
             else:
                 assert got["args"]["algorithm"] in ("tree", "chain"), got
-        # auto says what it picked: small is one-shot where every rank shares
-        # memory (auto on one host), else recursive doubling; large is ring
-        small = "recursive_doubling" if n == 2 else "oneshot"
+        # auto says what it picked: small runs within the negotiation round
+        # (one-shot, on any transport); large is ring
+        small = "oneshot"
         assert colls[0]["args"]["algorithm"] == small
         assert colls[0]["args"]["requested"] == "auto"
         assert colls[1]["args"]["algorithm"] == "ring"
@@ -84,12 +84,12 @@ def test_timeline_per_rank(n: int, tmp_path: Path) -> None:
         for e in events:
             if e.get("cat") in ("phase", "wait"):
                 names[e["args"]["seq"]].add(e["name"])
-        assert {"queue", "metadata", small} <= names[0]
-        assert {"queue", "metadata", "reduce_scatter", "all_gather"} <= names[1]
-        assert "all_gather" in names[4] and "reduce_scatter" in names[5]
-        assert "dissemination" in names[6]
+        assert {"negotiate", small} <= names[0]
+        assert {"negotiate", "reduce_scatter", "all_gather"} <= names[1]
+        assert "oneshot" in names[4] and "reduce_scatter" in names[5]
+        assert "negotiation" in names[6]  # every rank asking for it is the barrier
         waits = [e for e in events if e.get("cat") == "wait"]
-        everyone = ("wait_all", "wait_oneshot")  # waits on all peers at once
+        everyone = ("wait_all",)  # waits on all peers at once
         assert waits and all("peer" in e["args"] for e in waits if e["name"] not in everyone)
         _check_nesting(events)
         _check_lanes(events)

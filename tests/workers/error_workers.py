@@ -15,44 +15,56 @@ def _describe(exc: BaseException) -> dict:
     return {"type": type(exc).__name__, "message": str(exc)}
 
 
-def mismatched_count(rank: int, size: int, addr: str) -> dict:
+def _then_usable(comm: pytfcomm.Communicator, out: dict) -> dict:
+    """After a disagreement the communicator must still work, on every rank."""
+    try:
+        out["after"] = float(comm.allreduce(np.ones(4, np.float32))[0])
+    except pytfcomm.CommError as again:
+        out["after"] = _describe(again)
+    return out
+
+
+def mismatched_count(rank: int, size: int, addr: str, n: int = 1000) -> dict:
     with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
-        n = 1000 if rank != 1 else 999
+        count = n if rank != 1 else n - 1
         try:
-            comm.allreduce(np.ones(n, np.float32), algorithm="ring")
+            comm.allreduce(np.ones(count, np.float32), algorithm="ring")
         except pytfcomm.CommError as exc:
-            out = _describe(exc)
-            try:
-                comm.allreduce(np.ones(4, np.float32))
-            except pytfcomm.CommError as again:
-                out["after"] = _describe(again)
-            return out
+            return _then_usable(comm, _describe(exc))
     return {"type": None}
 
 
-def mismatched_dtype(rank: int, size: int, addr: str) -> dict:
+def mismatched_dtype(rank: int, size: int, addr: str, n: int = 100) -> dict:
     with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
         dt = np.float32 if rank else np.int32
         try:
-            comm.allreduce(np.ones(100, dt))
+            comm.allreduce(np.ones(n, dt))
         except pytfcomm.CommError as exc:
-            return _describe(exc)
+            return _then_usable(comm, _describe(exc))
     return {"type": None}
 
 
-def mismatched_order(rank: int, size: int, addr: str) -> dict:
-    """Rank 0 broadcasts while the others all-reduce. A broadcast root only
-    sends, so it may finish before anyone notices; it must then fail at its
-    next collective."""
+def mismatched_order(rank: int, size: int, addr: str, n: int = 10) -> dict:
+    """Rank 0 broadcasts while the others all-reduce: a root only sends, yet it
+    must learn of the disagreement in the same call, as every other rank."""
     with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
         try:
             if rank == 0:
-                comm.broadcast(np.ones(10, np.float32))
+                comm.broadcast(np.ones(n, np.float32))
             else:
-                comm.allreduce(np.ones(10, np.float32))
-            comm.barrier()
+                comm.allreduce(np.ones(n, np.float32))
         except pytfcomm.CommError as exc:
-            return _describe(exc)
+            return _then_usable(comm, _describe(exc))
+    return {"type": None}
+
+
+def mismatched_root(rank: int, size: int, addr: str, n: int = 10) -> dict:
+    """Every rank broadcasts from itself: nobody may keep its own data silently."""
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+        try:
+            comm.broadcast(np.full(n, rank, np.float32), root=rank)
+        except pytfcomm.CommError as exc:
+            return _then_usable(comm, _describe(exc))
     return {"type": None}
 
 

@@ -41,7 +41,7 @@ def refused(rank: int, size: int, addr: str, transport: str, count: int) -> dict
 
 
 def mismatch(rank: int, size: int, addr: str, case: str) -> dict:
-    """Ranks that disagree inside a one-shot exchange all raise, then close."""
+    """Ranks that disagree on a small collective all raise, then go on."""
     with pytfcomm.init(rank=rank, size=size, addr=addr, timeout=20) as comm:
         comm.allreduce(np.ones(8, np.float32))  # one good exchange first
         try:
@@ -62,7 +62,9 @@ def mismatch(rank: int, size: int, addr: str, case: str) -> dict:
                     comm.allreduce(np.ones(100, np.float32))
             return {"type": None}
         except pytfcomm.CommError as exc:
-            return _describe(exc)
+            out = _describe(exc)
+        out["after"] = float(comm.allreduce(np.ones(2, np.float32))[0])
+        return out
 
 
 def peer_dies(rank: int, size: int, addr: str) -> dict:

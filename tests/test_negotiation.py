@@ -1,0 +1,77 @@
+"""Order-independent matching (docs/negotiation.md): collectives meet by key, not by
+the order ranks happen to call them in; misuse raises, it never mixes data up."""
+
+from __future__ import annotations
+
+import pytest
+from _harness import run_ranks
+
+TRANSPORTS = ["tcp", "shm"]
+SIZES = {"small": 64, "large": 300_000}  # within a negotiation round / ring over frames
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("size", SIZES, ids=list(SIZES))
+def test_two_threads_on_one_communicator(transport: str, size: str) -> None:
+    """Two threads per rank, 300 all-reduces each (fewer when large): every result
+    is the sum of the same-named thread's calls (this gave 3001 instead of 2001 or
+    4001 in 265 of 300 calls when matching went by arrival order)."""
+    iters = 300 if size == "small" else 40
+    results = run_ranks(
+        2, "negotiation_workers:two_threads", SIZES[size], iters, transport, timeout=240
+    )
+    for r, res in enumerate(results):
+        assert res["n_wrong"] == 0, (r, res["wrong"])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_named_collectives_meet_in_any_order(transport: str) -> None:
+    results = run_ranks(3, "negotiation_workers:named_out_of_order", transport, timeout=120)
+    want = {nm: ord(nm) * 6.0 for nm in "abcd"}  # ranks contribute x1, x2, x3
+    for r, res in enumerate(results):
+        assert res["errors"] == [] and res["out"] == want, (r, res)
+
+
+def test_two_threads_of_one_name_are_refused() -> None:
+    """Two live threads named alike would share one numbering, so their calls
+    could pair with either thread's on the other rank: the second one in a call
+    at the same time is refused with what to do (its partner on the other rank
+    then fails too: it times out, or sees this rank leave)."""
+    results = run_ranks(2, "negotiation_workers:same_thread_name_twice", timeout=120)
+    errors = [e for res in results for e in res["errors"]]
+    refused = [e for e in errors if "two threads named 'twin'" in e]
+    assert refused, results
+    assert all("threading.Thread(name=...)" in e for e in refused), refused
+
+
+def test_unmatched_collective_times_out_alone_and_the_communicator_stays_usable() -> None:
+    results = run_ranks(3, "negotiation_workers:unmatched_then_usable", timeout=60)
+    for r, res in enumerate(results):
+        assert res["type"] == "CommTimeoutError", (r, res)
+        assert "still usable" in res["message"], (r, res)
+        assert 0.9 < res["seconds"] < 10, (r, res)
+        assert res["after"] == 3.0, (r, res)
+    # Rank 1 learns what the others asked for instead.
+    assert "everyone-else" in results[1]["message"], results[1]
+    assert "rank 0" in results[1]["message"] or "ranks 0" in results[1]["message"]
+
+
+@pytest.mark.parametrize("n", [64, 1 << 20], ids=["small", "large"])
+def test_overlapping_out_is_refused(n: int) -> None:
+    """allreduce(b[:-8], out=b[8:]) left 1,048,550 wrong elements: now it raises,
+    writes nothing, and exact in-place calls still work."""
+    results = run_ranks(2, "negotiation_workers:overlapping_out", n, timeout=60)
+    for r, res in enumerate(results):
+        for what in ("allreduce", "broadcast", "allgather"):
+            assert "overlapping" in res[what] and "of its own" in res[what], (r, what, res)
+        assert res["untouched"], (r, res)
+        assert res["in_place_ok"], (r, res)
+
+
+def test_forked_child_cannot_use_the_parents_communicator() -> None:
+    results = run_ranks(2, "negotiation_workers:fork_child_uses_parent_comm", timeout=60)
+    child = results[0]["child"]
+    assert child.startswith("CommClosedError") and "forked child" in child, child
+    for r, res in enumerate(results):
+        assert res["totals"] == [3.0] * 50, (r, res["totals"])
+        assert res["big_ok"], r

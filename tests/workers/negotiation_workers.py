@@ -1,0 +1,161 @@
+"""Rank functions for the order-independent matching tests (docs/negotiation.md)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+
+import pytfcomm
+
+
+def two_threads(rank: int, size: int, addr: str, n: int, iters: int, transport: str) -> dict:
+    """Two threads per rank all-reduce the same shape at once, each its own values.
+
+    Thread t of rank r contributes 1000 * (t + 1) + r + i in call i, so every
+    result says which thread's calls on the other ranks it met: it must be the
+    thread of the same name, call for call.
+    """
+    wrong: list[str] = []
+    with pytfcomm.init(rank=rank, size=size, addr=addr, transport=transport) as comm:
+
+        def work(t: int) -> None:
+            for i in range(iters):
+                x = np.full(n, 1000.0 * (t + 1) + rank + i, np.float64)
+                y = comm.allreduce(x)
+                want = size * (1000.0 * (t + 1) + i) + sum(range(size))
+                if not np.all(y == want):
+                    wrong.append(f"thread {t} call {i}: {y[0]} instead of {want}")
+
+        threads = [threading.Thread(target=work, args=(t,), name=f"worker-{t}") for t in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        comm.barrier()
+    return {"wrong": wrong[:10], "n_wrong": len(wrong)}
+
+
+def named_out_of_order(rank: int, size: int, addr: str, transport: str) -> dict:
+    """Named collectives reach the engine in a different order on every rank
+    (two threads, started in turn on even ranks and the other way round on odd
+    ones, with small and large sizes): each meets its namesake."""
+    out: dict[str, float] = {}
+    errors: list[str] = []
+    with pytfcomm.init(rank=rank, size=size, addr=addr, transport=transport) as comm:
+
+        def work(my: list[str], delay: float) -> None:
+            time.sleep(delay)
+            try:
+                for nm in my:
+                    n = 100 if nm in "ac" else 200_000
+                    x = np.full(n, ord(nm) * (rank + 1), np.float32)
+                    out[nm] = float(comm.allreduce(x, name=nm, timeout=30)[0])
+            except pytfcomm.CommError as exc:
+                errors.append(str(exc))
+
+        first = 0.0 if rank % 2 == 0 else 0.2
+        t1 = threading.Thread(target=work, args=(["a", "b"], first), name="x")
+        t2 = threading.Thread(target=work, args=(["c", "d"], 0.2 - first), name="y")
+        t1.start()
+        t2.start()
+        t1.join()
+        t2.join()
+    return {"out": out, "errors": errors}
+
+
+def same_thread_name_twice(rank: int, size: int, addr: str) -> dict:
+    """Two live threads of one name on one communicator: refused, not guessed."""
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+        errors: list[str] = []
+        started = threading.Barrier(2)
+
+        def work() -> None:
+            started.wait()
+            try:
+                for _ in range(200):
+                    comm.allreduce(np.ones(10, np.float32), timeout=5)
+            except pytfcomm.CommError as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=work, name="twin") for _ in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        return {"errors": errors[:2]}
+
+
+def unmatched_then_usable(rank: int, size: int, addr: str) -> dict:
+    """Rank 1 calls a collective under a name nobody else uses: it times out
+    alone, says what the others asked for instead, and the communicator works."""
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+        res: dict = {}
+        t0 = time.monotonic()
+        try:
+            if rank == 1:
+                comm.allreduce(np.ones(5, np.float32), name="only-me", timeout=1.0)
+            else:
+                comm.allreduce(np.ones(5, np.float32), name="everyone-else", timeout=1.0)
+        except pytfcomm.CommError as exc:
+            res = {"type": type(exc).__name__, "message": str(exc)}
+        res["seconds"] = time.monotonic() - t0
+        res["after"] = float(comm.allreduce(np.ones(3, np.float32))[0])
+        return res
+
+
+def overlapping_out(rank: int, size: int, addr: str, n: int) -> dict:
+    """Partially overlapping input and out: refused on every path, nothing written."""
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+        b = np.arange(n, dtype=np.float32)
+        before = b.copy()
+        res: dict = {}
+        try:
+            comm.allreduce(b[:-8], out=b[8:])
+            res["allreduce"] = "no error"
+        except pytfcomm.InvalidArgumentError as exc:
+            res["allreduce"] = str(exc)
+        try:
+            comm.broadcast(b[:-8], out=b[8:])
+            res["broadcast"] = "no error"
+        except pytfcomm.InvalidArgumentError as exc:
+            res["broadcast"] = str(exc)
+        g = np.zeros(n * size, np.float32)
+        try:
+            comm.allgather(g[:n], out=g)
+            res["allgather"] = "no error"
+        except pytfcomm.InvalidArgumentError as exc:
+            res["allgather"] = str(exc)
+        res["untouched"] = bool(np.array_equal(b, before))
+        # In place (exact aliasing) is still fine, and the job goes on.
+        y = comm.allreduce(b, out=b)
+        res["in_place_ok"] = bool(np.array_equal(y, before * size))
+        return res
+
+
+def fork_child_uses_parent_comm(rank: int, size: int, addr: str) -> dict:
+    """Rank 0 forks after init; the child's collective must raise, and the
+    parent and its peer must still get the right results afterwards."""
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+        child = None
+        if rank == 0:
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child
+                os.close(r)
+                try:
+                    comm.allreduce(np.ones(10, np.float32))
+                    msg = "no error"
+                except pytfcomm.CommError as exc:
+                    msg = f"{type(exc).__name__}: {exc}"
+                os.write(w, msg.encode()[:4000])
+                os._exit(0)
+            os.close(w)
+            os.waitpid(pid, 0)
+            with os.fdopen(r, "rb") as f:
+                child = f.read().decode()
+        totals = [float(comm.allreduce(np.full(10, rank + 1.0, np.float32))[0]) for _ in range(50)]
+        big = comm.allreduce(np.full(1 << 18, rank + 1.0, np.float32))
+        return {"child": child, "totals": totals, "big_ok": bool(np.all(big == 3.0))}

@@ -65,15 +65,28 @@ def _resolver_from_communicator(comm: comm_lib.Communicator) -> Any:
         rpc_layer="grpc")
 
 
+def _existing(communicator: Any) -> Any:
+    """``communicator``, else the one the last ``pytfcomm.init`` made, if any.
+
+    A closed job raises CommClosedError rather than quietly starting another
+    (or a one-process) job; only a closed one-process default is replaced.
+    """
+    comm = communicator if communicator is not None else comm_lib.last_communicator()
+    if comm is None or not comm.closed:
+        return comm
+    if comm.size > 1:
+        raise coll.closed_error(comm)
+    return comm if communicator is not None else None
+
+
 def _join(cluster_resolver: Any, communicator: Any) -> tuple[Any, Any]:
     """(pytfcomm communicator, TF cluster resolver or None) for this worker."""
+    comm = _existing(communicator)
     if cluster_resolver is not None:
-        comm = communicator or comm_lib.default_communicator()
         return comm or _join_from_resolver(cluster_resolver), cluster_resolver
     if "TF_CONFIG" in os.environ:
-        comm = communicator or comm_lib.default_communicator() or comm_lib.init()
-        return comm, TFConfigClusterResolver()
-    comm = communicator or comm_lib.default_communicator() or comm_lib.init()
+        return comm or comm_lib.init(), TFConfigClusterResolver()
+    comm = comm or comm_lib.init()
     if comm.size == 1:
         return comm, None
     return comm, _resolver_from_communicator(comm)

@@ -569,3 +569,12 @@ def default_communicator() -> Communicator | None:
     if _default is None or _default.closed:
         return None
     return _default
+
+
+def last_communicator() -> Communicator | None:
+    """The communicator the last :func:`init` created, closed or not; None before any init.
+
+    The TensorFlow layer uses it to tell "this process never joined a job"
+    (run locally) from "this process's job is closed" (raise CommClosedError).
+    """
+    return _default

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _harness import free_port
+from multiworker_workers import GLOBAL_BATCH, STEPS
 
 pytest.importorskip("tensorflow")
 
@@ -44,6 +45,30 @@ def test_multiworker_strategy_matches_single_process(ranks, workers, ndev):
         assert o["fit_cross_worker_ops"] > 0, "fit's reductions did not go through pytfcomm"
         assert o["reduce"] == [float(workers), float(sum(range(workers)))], r
         assert o["nested"] == [2.0, [4.0]]
+        _check_beyond_fit(outs, workers, ndev)
+
+
+def _check_beyond_fit(outs: list[dict], workers: int, ndev: int,
+                      tasks: list[tuple[str, int]] | None = None) -> None:
+    """evaluate/predict/gather/sharding/checkpoints: see multiworker_workers._beyond_fit."""
+    replicas = workers * ndev
+    tasks = tasks or [("worker", r) for r in range(workers)]
+    seen: list[int] = []
+    for r, o in enumerate(outs):
+        # No TF server: the replicas are this process's own devices.
+        assert o["devices"] == [f"/job:localhost/replica:0/task:0/device:CPU:{i}"
+                                for i in range(ndev)], o["devices"]
+        assert o["chief"] == (r == 0) and o["task"] == tasks[r], (o["chief"], o["task"])
+        assert o["between_graph"] == workers
+        assert o["initial"] == [[1.0] * 3, 1], o["initial"]
+        assert o["evaluate"] == outs[0]["evaluate"] and np.isfinite(o["evaluate"])
+        assert o["predict_shape"] == [GLOBAL_BATCH * STEPS, 10]
+        assert o["gather"] == [float(i) for i in range(replicas)]
+        assert len(o["shard"]) == 2 * GLOBAL_BATCH // workers, o["shard"]
+        seen += o["shard"]
+        assert o["restored"], f"worker {r} did not restore the chief's checkpoint"
+        assert o["ckpt_dirs"] == ["chief", *[f"workertemp_{i}" for _, i in tasks[1:]]]
+    assert sorted(seen) == list(range(2 * GLOBAL_BATCH)), "workers' shards overlap or miss rows"
 
 
 def test_multiworker_strategy_without_tf_config(ranks):
@@ -53,6 +78,17 @@ def test_multiworker_strategy_without_tf_config(ranks):
     for key in ("fit", "loop"):
         _close_to_reference(_same_everywhere(outs, key), ref, key)
     assert all(o["fit_cross_worker_ops"] > 0 for o in outs)
+    _check_beyond_fit(outs, 2, 1)
+
+
+def test_multiworker_strategy_with_a_chief(ranks):
+    """TF_CONFIG with a "chief" task: it is rank 0, whose initial values every worker takes."""
+    outs = ranks(2, "multiworker_workers:mwms", 1, [free_port(), free_port()], False, True,
+                 timeout=240)
+    ref = outs[0]["reference"]
+    for key in ("fit", "loop"):
+        _close_to_reference(_same_everywhere(outs, key), ref, key)
+    _check_beyond_fit(outs, 2, 1, tasks=[("chief", 0), ("worker", 0)])
 
 
 def test_multiworker_strategy_tf_keras_fit(ranks):

@@ -4,7 +4,9 @@ Each accepts either one tensor (this process's contribution; combined across
 the processes of a pytfcomm Communicator, or returned as is when there is
 none) or a list with one tensor per local device (combined in-process by the
 engine, then across processes). All three have gradients, so they can sit
-inside a model, and work eagerly and inside ``tf.function``.
+inside a model, and work eagerly and inside ``tf.function``. Once the
+communicator is closed they raise :class:`pytfcomm.CommClosedError` (ops
+built before run into ``tf.errors.FailedPreconditionError``).
 
 On GPUs (with an op library that has GPU kernels) an all-reduce over
 replicas on distinct GPUs runs as one op per GPU, reduced together by NCCL
@@ -19,7 +21,7 @@ from typing import Any
 import tensorflow as tf
 
 from .._dtypes import OPS
-from ..errors import InvalidArgumentError
+from ..errors import CommClosedError, InvalidArgumentError
 from . import _gpu, _ops
 from ._ordering import ordered
 
@@ -29,6 +31,10 @@ DEFAULT_FUSION_BYTES = 4 << 20
 
 _default_comm: Any = None
 _HANDLE_RANKS: dict[int, int] = {}  # communicator handle -> this process's rank
+# Communicators whose handle went into an op. The op library's registry holds
+# them weakly: kept alive here, a graph built before its communicator closed
+# finds it closed (FailedPrecondition) instead of missing (InvalidArgument).
+_HANDLE_COMMS: dict[int, Any] = {}
 
 
 def set_default_communicator(communicator: Any) -> None:
@@ -43,25 +49,60 @@ def set_default_communicator(communicator: Any) -> None:
     _default_comm = communicator
 
 
-def active_communicator(communicator: Any = None) -> Any:
-    """``communicator``, else the default one; None when that has a single process."""
-    comm = communicator if communicator is not None else _default_comm
-    if comm is None:
-        from .. import communicator as comm_module
+def job_communicator(communicator: Any = None) -> Any:
+    """``communicator``, else the default one, else the last one ``pytfcomm.init`` made.
 
-        comm = comm_module.default_communicator()
+    Closed or not; None when this process never made one.
+    """
+    if communicator is not None:
+        return communicator
+    if _default_comm is not None:
+        return _default_comm
+    from .. import communicator as comm_module
+
+    return comm_module.last_communicator()
+
+
+def active_communicator(communicator: Any = None) -> Any:
+    """The open communicator of more than one process that TF ops use, or None to run locally.
+
+    That is ``communicator``, else the default one (see :func:`job_communicator`);
+    None when there is none or it has a single process. Raises
+    :class:`pytfcomm.CommClosedError` when it is closed: a closed job's
+    collectives must fail, not quietly become one-process ones.
+    """
+    comm = job_communicator(communicator)
     if comm is None or comm.size == 1:
         return None
+    if comm.closed:
+        raise closed_error(comm)
     return comm
 
 
+def closed_error(comm: Any) -> CommClosedError:
+    """The CommClosedError a collective on the closed ``comm`` raises (with its reason)."""
+    try:
+        # The core keeps why it closed (the first error) and says it only in
+        # the error of a call on it; a barrier on a closed communicator fails
+        # at once, before anything is sent.
+        comm._core.barrier(1.0)
+    except CommClosedError as exc:
+        return CommClosedError(f"pytfcomm TF ops: {exc}")
+    return CommClosedError(  # not reached: the communicator was closed
+        "pytfcomm TF ops: this communicator is closed; create a new one with pytfcomm.init()")
+
+
 def comm_handle(communicator: Any = None) -> int:
-    """The op attr for ``communicator`` (default: the default communicator); 0 = none."""
+    """The op attr for ``communicator`` (default: the default communicator); 0 = none.
+
+    Raises CommClosedError for a closed communicator (see :func:`active_communicator`).
+    """
     comm = active_communicator(communicator)
     if comm is None:
         return 0
     handle = int(comm._core.handle)
     _HANDLE_RANKS[handle] = comm.rank
+    _HANDLE_COMMS[handle] = comm
     return handle
 
 

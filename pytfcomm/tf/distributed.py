@@ -66,7 +66,8 @@ def allreduce_gradients(
     """Average (``op="mean"``) or sum the gradients of every process; see the module doc.
 
     Returns a list in the order of ``grads``. Without a communicator of more
-    than one process the gradients come back unchanged.
+    than one process the gradients come back unchanged; with a closed one
+    this raises :class:`pytfcomm.CommClosedError`.
     """
     _check_op(op)
     wire = _wire_dtype(compression)

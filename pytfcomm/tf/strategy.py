@@ -1,29 +1,22 @@
 """``pytfcomm.MultiWorkerMirroredStrategy``: TF's multi-worker strategy, reducing on pytfcomm.
 
 TF's ``MultiWorkerMirroredStrategy`` keeps doing what it does well (one
-replica per local device, variable creation and initial broadcast, dataset
-sharding across workers, checkpointing); every cross-worker *reduction*
-(gradient aggregation through ``merge_call``, ``strategy.reduce``,
-``strategy.gather``, the dataset's end-of-data check) runs on a pytfcomm
-:class:`~pytfcomm.Communicator` instead of TF's gRPC collectives.
-
-TF 2.21 has no public hook for custom cross-device ops in this strategy, so
-the two private attributes that hold them (``extended._cross_device_ops`` for
-per-replica values and ``extended._host_cross_device_ops`` for per-worker
-host tensors) are replaced right after construction; TF routes every
-reduction through one of them (checked against TF 2.21's sources).
+replica per local device, variable creation, dataset sharding across
+workers, checkpointing); every cross-worker exchange (gradient aggregation
+through ``merge_call``, ``strategy.reduce``, ``strategy.gather``, the
+dataset's end-of-data check, the chief's initial values of variables) runs
+on a pytfcomm :class:`~pytfcomm.Communicator` instead of TF's gRPC
+collectives. TF's gRPC server is therefore never started: it would listen on
+every interface, unauthenticated, for the whole job (``_extended.py``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
-from tensorflow.python.distribute import collective_all_reduce_strategy as tf_mwms
 from tensorflow.python.distribute import collective_util, distribute_lib
 from tensorflow.python.distribute.cluster_resolver import (
     SimpleClusterResolver,
@@ -34,6 +27,7 @@ from .. import _cluster
 from .. import communicator as comm_lib
 from ..errors import ConfigError, InvalidArgumentError
 from . import collectives as coll
+from ._extended import Extended
 from .cross_device_ops import HierarchicalAllReduce, PytfcommCrossDeviceOps, RingAllReduce
 
 _ALGORITHMS = {
@@ -41,13 +35,6 @@ _ALGORITHMS = {
     "ring": RingAllReduce,
     "hierarchical": HierarchicalAllReduce,
 }
-
-
-def _free_port(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def _tf_config_env(resolver: Any) -> dict[str, str]:
@@ -68,29 +55,38 @@ def _join_from_resolver(resolver: Any) -> comm_lib.Communicator:
 def _resolver_from_communicator(comm: comm_lib.Communicator) -> Any:
     """A TF cluster for a job pytfcomm joined from PYTFCOMM_*, Slurm or MPI variables.
 
-    Every worker picks a free port for TF's own server on the address its
-    peers reach it by, and the (host, port) list is all-gathered through
-    pytfcomm, so no TF_CONFIG needs writing.
+    It only tells TF the job's shape (worker i on rank i's host) and this
+    worker's task: no TF server runs, so no port is needed or opened (port 0
+    in the addresses says so).
     """
-    host = comm._core.host_of(comm.rank)
-    port = _free_port(host)
-    ports = comm.allgather(np.array([port], dtype=np.int64))
-    workers = [_cluster.format_addr(comm._core.host_of(r), int(ports[r]))
-               for r in range(comm.size)]
+    workers = [_cluster.format_addr(comm._core.host_of(r), 0) for r in range(comm.size)]
     return SimpleClusterResolver(
         tf.train.ClusterSpec({"worker": workers}), task_type="worker", task_id=comm.rank,
         rpc_layer="grpc")
 
 
+def _existing(communicator: Any) -> Any:
+    """``communicator``, else the one the last ``pytfcomm.init`` made, if any.
+
+    A closed job raises CommClosedError rather than quietly starting another
+    (or a one-process) job; only a closed one-process default is replaced.
+    """
+    comm = communicator if communicator is not None else comm_lib.last_communicator()
+    if comm is None or not comm.closed:
+        return comm
+    if comm.size > 1:
+        raise coll.closed_error(comm)
+    return comm if communicator is not None else None
+
+
 def _join(cluster_resolver: Any, communicator: Any) -> tuple[Any, Any]:
     """(pytfcomm communicator, TF cluster resolver or None) for this worker."""
+    comm = _existing(communicator)
     if cluster_resolver is not None:
-        comm = communicator or comm_lib.default_communicator()
         return comm or _join_from_resolver(cluster_resolver), cluster_resolver
     if "TF_CONFIG" in os.environ:
-        comm = communicator or comm_lib.default_communicator() or comm_lib.init()
-        return comm, TFConfigClusterResolver()
-    comm = communicator or comm_lib.default_communicator() or comm_lib.init()
+        return comm or comm_lib.init(), TFConfigClusterResolver()
+    comm = comm or comm_lib.init()
     if comm.size == 1:
         return comm, None
     return comm, _resolver_from_communicator(comm)
@@ -98,32 +94,6 @@ def _join(cluster_resolver: Any, communicator: Any) -> tuple[Any, Any]:
 
 def _is_nested(value: Any) -> bool:
     return isinstance(value, (tuple, list, dict))  # namedtuples are tuples
-
-
-def _device_suffix(name: str) -> tuple[str, int]:
-    spec = tf.DeviceSpec.from_string(name if "/" in name else f"/device:{name}")
-    if spec.device_type is None or spec.device_index is None:
-        raise InvalidArgumentError(
-            f"local_devices entries name one device, like 'CPU:1' or '/device:GPU:0'; got {name!r}")
-    return spec.device_type.upper(), int(spec.device_index)
-
-
-class _Extended(tf_mwms.CollectiveAllReduceExtended):
-    """TF's extended strategy, with an explicit list of this worker's devices."""
-
-    def __init__(self, container: Any, *, local_devices: Any, **kwargs: Any) -> None:
-        self._pytfcomm_local = [_device_suffix(d) for d in local_devices or ()]
-        super().__init__(container, **kwargs)
-
-    def _initialize_local_devices(self, cluster_resolver: Any, worker_device: str) -> Any:
-        if not self._pytfcomm_local:
-            return super()._initialize_local_devices(cluster_resolver, worker_device)
-        types = {t for t, _ in self._pytfcomm_local}
-        if len(types) != 1:
-            raise InvalidArgumentError(
-                f"local_devices must all be of one type, got {sorted(types)}")
-        devices = tuple(f"{worker_device}/device:{t}:{i}" for t, i in self._pytfcomm_local)
-        return devices, types.pop()
 
 
 class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
@@ -138,9 +108,14 @@ class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
 
     The job comes from ``cluster_resolver`` if given, else TF_CONFIG (what
     ``pytfcomm-run`` sets), else PYTFCOMM_*, Slurm or MPI variables (TF's
-    cluster is then built through pytfcomm: each worker's TF server gets a
-    free port). ``communicator``: an existing pytfcomm communicator of this
-    job (default: the one :func:`pytfcomm.init` made, or a new one).
+    cluster is then described from pytfcomm's ranks). ``communicator``: an
+    existing pytfcomm communicator of this job (default: the one
+    :func:`pytfcomm.init` made, or a new one).
+
+    TF's gRPC server is not started and the ports TF_CONFIG lists stay
+    closed: nothing but pytfcomm's authenticated bootstrap listens, and only
+    while ranks join. The workers' devices keep local names
+    (``/job:localhost/replica:0/task:0/device:CPU:0``).
 
     ``algorithm`` is the cross-worker all-reduce: ``"auto"`` (by size and
     topology), ``"ring"`` (flat ring over all workers) or ``"hierarchical"``
@@ -174,23 +149,21 @@ class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
         comm, resolver = _join(cluster_resolver, communicator)
         if communication_options is None:
             communication_options = collective_util.Options()
+        make = _ALGORITHMS[algorithm]
+        options = dict(fusion_threshold_bytes=fusion_threshold_bytes,
+                       sparse_as_dense=sparse_as_dense, communicator=comm)
         # What tf.distribute.MultiWorkerMirroredStrategy.__init__ does, with
-        # an extended object that can take an explicit device list.
-        distribute_lib.Strategy.__init__(self, _Extended(
+        # an extended object that starts no TF server and reduces on pytfcomm.
+        distribute_lib.Strategy.__init__(self, Extended(
             self, cluster_resolver=resolver, communication_options=communication_options,
-            local_devices=local_devices))
-        ext = self.extended
-        workers = int(ext._num_workers)
-        if workers != comm.size:
+            local_devices=local_devices, communicator=comm,
+            make_cross_device_ops=lambda: make(**options)))
+        workers = int(self.extended._num_workers)
+        if workers != comm.size:  # a one-worker TF cluster for a bigger pytfcomm job
             raise ConfigError(
                 f"TensorFlow's cluster has {workers} worker(s) but the pytfcomm job has "
                 f"{comm.size} rank(s): give both the same job (one pytfcomm rank per TF "
                 "worker; an evaluator must not join)")
-        make = _ALGORITHMS[algorithm]
-        options = dict(fusion_threshold_bytes=fusion_threshold_bytes,
-                       sparse_as_dense=sparse_as_dense, communicator=comm)
-        ext._cross_device_ops = make(**options)
-        ext._host_cross_device_ops = make(**options)
         self._pytfcomm_comm = comm
 
     @property

@@ -66,25 +66,31 @@ def _reference(k) -> list[np.ndarray]:
     return _weights(model)
 
 
-def _set_tf_config(rank: int, tf_ports: list[int], addr: str) -> None:
-    os.environ["TF_CONFIG"] = json.dumps({
-        "cluster": {"worker": [f"127.0.0.1:{p}" for p in tf_ports]},
-        "task": {"type": "worker", "index": rank}})
+def _set_tf_config(rank: int, tf_ports: list[int], addr: str, with_chief: bool = False) -> None:
+    hosts = [f"127.0.0.1:{p}" for p in tf_ports]
+    if with_chief:  # the chief is rank 0, the workers follow
+        cluster = {"chief": hosts[:1], "worker": hosts[1:]}
+        task = {"type": "chief", "index": 0} if rank == 0 else {"type": "worker",
+                                                                 "index": rank - 1}
+    else:
+        cluster, task = {"worker": hosts}, {"type": "worker", "index": rank}
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": task})
     os.environ["PYTFCOMM_ADDR"] = addr  # the harness's free port for pytfcomm itself
 
 
 def mwms(rank: int, size: int, addr: str, ndev: int, tf_ports: list[int],
-         legacy: bool = False) -> dict:
+         legacy: bool = False, with_chief: bool = False) -> dict:
     """pytfcomm.MultiWorkerMirroredStrategy: Keras fit, then a custom training loop.
 
     ``tf_ports=None``: no TF_CONFIG at all, only PYTFCOMM_RANK/SIZE/ADDR (what srun or
     mpirun amount to); the strategy builds TF's cluster through pytfcomm.
+    ``with_chief``: TF_CONFIG lists rank 0 as "chief", the others as "worker".
     """
     if tf_ports is None:
         os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size), PYTFCOMM_ADDR=addr)
         os.environ.pop("TF_CONFIG", None)
     else:
-        _set_tf_config(rank, tf_ports, addr)
+        _set_tf_config(rank, tf_ports, addr, with_chief)
     tf = _tf(ndev)
     k = _keras(legacy)
     import pytfcomm
@@ -111,8 +117,48 @@ def mwms(rank: int, size: int, addr: str, ndev: int, tf_ports: list[int],
         out["reduce"] = total.numpy().tolist()
         nested = strategy.reduce("MEAN", (tf.constant(2.0), {"a": tf.constant([4.0])}), axis=None)
         out["nested"] = [float(nested[0]), nested[1]["a"].numpy().tolist()]
+        out.update(_beyond_fit(tf, strategy, model, ds))
     if rank == 0:
         out["reference"] = _reference(k)
+    return out
+
+
+def _beyond_fit(tf, strategy, model, ds) -> dict:
+    """evaluate, predict, gather, dataset sharding and a checkpoint, under the strategy."""
+    ext = strategy.extended
+    out = {"devices": list(ext.worker_devices), "chief": bool(ext.should_checkpoint),
+           "task": (strategy.cluster_resolver.task_type, strategy.cluster_resolver.task_id),
+           "between_graph": ext._cross_device_ops._num_between_graph_workers}
+    rank = strategy.communicator.rank
+    with strategy.scope():  # every worker starts from the chief's values (int16: raw bytes)
+        made = [tf.Variable(tf.fill([3], float(rank + 1))), tf.Variable(rank + 1, dtype=tf.int16)]
+    out["initial"] = [made[0].numpy().tolist(), int(made[1].numpy())]
+    out["evaluate"] = float(model.evaluate(ds, verbose=0))
+    out["predict_shape"] = list(model.predict(ds, verbose=0).shape)
+    ids = strategy.experimental_distribute_values_from_function(
+        lambda ctx: tf.fill([1, 2], float(ctx.replica_id_in_sync_group)))
+    out["gather"] = strategy.gather(ids, axis=0).numpy()[:, 0].tolist()
+    # Which elements this worker's replicas get of a globally batched dataset.
+    rows = strategy.experimental_distribute_dataset(
+        tf.data.Dataset.range(2 * GLOBAL_BATCH).batch(GLOBAL_BATCH))
+    out["shard"] = sorted(int(v) for batch in rows
+                          for part in strategy.experimental_local_results(batch)
+                          for v in part.numpy())
+    # Every worker writes (the chief where others read it, the rest to their
+    # own directory), then all restore the chief's over zeroed weights.
+    task_id = strategy.cluster_resolver.task_id
+    task_dir = "chief" if ext.should_checkpoint else f"workertemp_{task_id}"
+    ckpt = tf.train.Checkpoint(model=model)
+    ckpt.write(os.path.join("ckpt", task_dir, "weights"))
+    strategy.communicator.barrier(timeout=60)
+    saved = _weights(model)
+    for v in model.weights:
+        v.assign(tf.zeros_like(v))
+    ckpt.read(os.path.join("ckpt", "chief", "weights")).assert_existing_objects_matched()
+    out["restored"] = all(np.array_equal(a, b) for a, b in zip(saved, _weights(model),
+                                                                 strict=True))
+    out["ckpt_dirs"] = sorted(os.listdir("ckpt"))
+    strategy.communicator.barrier(timeout=60)  # nobody leaves while others still read
     return out
 
 

@@ -430,6 +430,56 @@ def _job_secret(explicit: str | None, spec: _cluster.ClusterSpec) -> str:
     return secret
 
 
+def _int_arg(name: str, value: object, low: int, high: int, what: str) -> None:
+    """An ``init()`` integer argument: an int (not a bool) in ``low..high``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"init({name}={value!r}): {name} must be an int")
+    if not low <= value <= high:
+        raise InvalidArgumentError(
+            f"init({name}={_cluster._int_text(value)}) is out of range: {what}"
+        )
+
+
+def _check_job_args(rank: object, size: object, addr: object) -> None:
+    """``init()``'s rank/size/addr, checked before anything reaches the core.
+
+    Nothing given means "read the environment" (checked by _cluster, ConfigError).
+    """
+    if rank is None and size is None and addr is None:
+        return
+    missing = [n for n, v in (("rank", rank), ("size", size), ("addr", addr)) if v is None]
+    if missing and missing != ["addr"]:
+        raise InvalidArgumentError(
+            f"init() needs rank, size and addr together; missing: {', '.join(missing)} "
+            "(addr may be left out only when size=1), or none of them to read the job "
+            "from the environment (docs/launching.md)"
+        )
+    limit = _cluster.MAX_SIZE
+    _int_arg("size", size, 1, limit, f"the job size must be in 1..{limit}")
+    assert isinstance(size, int)
+    _int_arg("rank", rank, 0, size - 1, f"the rank must satisfy 0 <= rank < size={size}")
+    if addr is None:
+        if size != 1:
+            raise InvalidArgumentError(
+                f"init(rank={rank}, size={size}) needs addr, rank 0's rendezvous "
+                '"host:port" (the same on every rank), e.g. addr="10.0.0.1:29500"'
+            )
+        return
+    if not isinstance(addr, str):
+        raise InvalidArgumentError(
+            f'init(addr={addr!r}): addr must be a string "host:port", e.g. "10.0.0.1:29500"'
+        )
+    try:
+        _, port = _cluster.parse_addr(addr, what="init(addr)")
+    except ConfigError as exc:
+        raise InvalidArgumentError(str(exc)) from None
+    if not (1 <= port <= 65535 or (port == 0 and size == 1)):
+        raise InvalidArgumentError(
+            f"init(addr={addr!r}): port {port} is out of range: use a port in 1..65535 "
+            "(0 only for a single-process job)"
+        )
+
+
 def init(
     rank: int | None = None,
     size: int | None = None,
@@ -458,6 +508,10 @@ def init(
     rank on one host). ``stall_warning`` (default PYTFCOMM_STALL_WARNING or 60 s;
     0 turns it off): after this many seconds stalled in a collective, log which
     ranks hold it back (docs/reliability.md).
+
+    Raises :class:`InvalidArgumentError` for unusable arguments (``size`` in
+    1..32767, ``0 <= rank < size``, a port in 1..65535) and :class:`ConfigError`
+    for an unusable environment, naming the variable and the valid range.
     """
     if transport is not None and transport not in _TRANSPORTS:
         raise InvalidArgumentError(
@@ -475,6 +529,7 @@ def init(
         )
     else:
         stall = float(stall_warning)
+    _check_job_args(rank, size, addr)
     spec = _cluster.resolve(rank, size, addr)
     job_secret = _job_secret(secret, spec)
     host, port = spec.rendezvous

@@ -11,18 +11,21 @@ bind, and an identity for the machine.  Sources, highest precedence first:
 5. MPI launchers (Open MPI, MPICH/Hydra, Intel MPI, PMIx)        -> ``"mpi"``
 6. nothing found: a single-process job                           -> ``"single"``
 
-This module is pure Python: it imports no TensorFlow, opens no sockets and does no
-DNS lookups.  Every error is a :class:`pytfcomm.errors.ConfigError` whose message names
+This module is pure Python: it imports no TensorFlow and opens no sockets.  Its only
+name lookups are in :func:`is_loopback_host`, for host names (bounded in time, cached).
+Every error is a :class:`pytfcomm.errors.ConfigError` whose message names
 the argument or variable at fault and what to set.  docs/launching.md is the user guide.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
 import re
 import socket
+import threading
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -54,6 +57,10 @@ MAX_SIZE = 2**15 - 1
 #: Digits read from an integer variable at most: any longer value is out of every
 #: range here, and Python refuses to convert strings of over 4300 digits at all.
 _MAX_INT_DIGITS = 18
+
+#: Longest wait for one host name lookup in is_loopback_host(): a name that takes longer
+#: counts as not loopback (the safe side: the job then needs a secret).
+DNS_TIMEOUT_S = 2.0
 
 #: Address used when a single-process job needs no rendezvous.
 SINGLE_PROCESS_ADDR = "127.0.0.1:0"
@@ -251,16 +258,8 @@ def format_addr(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def is_loopback_host(host: str) -> bool:
-    """True for ``localhost``, 127.0.0.0/8, ``::1`` and IPv4-mapped loopback; no DNS.
-
-    Any other name is taken as non-loopback, and so is ``""``, ``0.0.0.0`` and ``::``.
-    """
-    text = host.strip()
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
-    if text.lower().rstrip(".") == "localhost":
-        return True
+def _is_loopback_ip(text: str) -> bool:
+    """True for 127.0.0.0/8, ``::1`` and IPv4-mapped loopback; False for non-addresses."""
     try:
         ip = ipaddress.ip_address(text.split("%", 1)[0])
     except ValueError:
@@ -268,6 +267,58 @@ def is_loopback_host(host: str) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         return ip.ipv4_mapped.is_loopback
     return ip.is_loopback
+
+
+def _lookup(name: str, timeout: float) -> list[str] | None:
+    """The addresses ``name`` resolves to; None when it does not resolve in ``timeout`` s.
+
+    getaddrinfo cannot be interrupted, so it runs in a daemon thread that is left
+    behind when the resolver hangs (it ends with the resolver's own timeout).
+    """
+    found: list[list[str] | None] = []
+
+    def run() -> None:
+        try:
+            infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+            found.append([str(info[4][0]) for info in infos])
+        except Exception:  # gaierror, UnicodeError (bad IDNA label), anything else
+            found.append(None)
+
+    thread = threading.Thread(target=run, name="pytfcomm-lookup", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return found[0] if found else None
+
+
+@functools.lru_cache(maxsize=256)
+def _name_is_loopback(name: str) -> bool:
+    addresses = _lookup(name, DNS_TIMEOUT_S)
+    return bool(addresses) and all(_is_loopback_ip(a) for a in addresses)
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost``, 127.0.0.0/8, ``::1``, IPv4-mapped loopback, and host names
+    that resolve only to such addresses.
+
+    A one-node Slurm job names its node, e.g. ``vm``, which /etc/hosts maps to
+    127.0.0.1 or 127.0.1.1: connections to it never leave the machine.  A name is
+    looked up once per process (cached) and at most DNS_TIMEOUT_S seconds; a name
+    that does not resolve in time, or resolves to any other address, is not
+    loopback.  So are ``""``, ``0.0.0.0`` and ``::``.
+    """
+    text = host.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    name = text.lower().rstrip(".")
+    if name == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        if _host_problem(text) is not None:  # not a name: nothing to look up
+            return False
+        return _name_is_loopback(name)
+    return _is_loopback_ip(text)
 
 
 def parse_addr(text: str, what: str = "address") -> tuple[str, int]:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -134,6 +136,82 @@ def test_is_loopback_host(host: str, loopback: bool) -> None:
     assert is_loopback_host(host) is loopback
 
 
+class FakeDns:
+    """getaddrinfo answered from ``table``: name -> addresses, a callable giving them, or
+    an exception to raise; unknown names do not resolve. ``asked`` lists the lookups."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, Any] = {}
+        self.asked: list[str] = []
+
+    def getaddrinfo(self, host: str, *_args: Any, **_kwargs: Any) -> list[tuple]:
+        self.asked.append(host)
+        answer = self.table.get(host, socket.gaierror(socket.EAI_NONAME, "not known"))
+        if isinstance(answer, BaseException):
+            raise answer
+        if callable(answer):
+            answer = answer()
+        family = {True: socket.AF_INET6, False: socket.AF_INET}
+        return [(family[":" in a], socket.SOCK_STREAM, 6, "", (a, 0)) for a in answer]
+
+
+@pytest.fixture
+def fake_dns(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDns]:
+    dns = FakeDns()
+    cache = getattr(_cluster, "_name_is_loopback", None)  # the per-process lookup cache
+    if cache is not None:
+        cache.cache_clear()
+    monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
+    yield dns
+    if cache is not None:
+        cache.cache_clear()
+
+
+def test_names_resolving_to_loopback_are_loopback(
+    fake_dns: FakeDns, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def hang() -> list[str]:
+        time.sleep(3)
+        return ["127.0.0.1"]
+
+    fake_dns.table.update({
+        "node-lo": ["127.0.1.1"],  # Debian's /etc/hosts entry for the machine's own name
+        "both-lo": ["127.0.0.1", "::1"],
+        "mixed": ["127.0.0.1", "10.0.0.5"],
+        "remote": ["10.0.0.5"],
+        "bad-idna": UnicodeError("label too long"),
+        "odd": RuntimeError("resolver bug"),
+        "slow": hang,
+    })  # fmt: skip
+    monkeypatch.setattr(_cluster, "DNS_TIMEOUT_S", 0.3, raising=False)
+    assert is_loopback_host("node-lo") and is_loopback_host("NODE-LO.")
+    assert is_loopback_host("both-lo")
+    for name in ("mixed", "remote", "unknown", "bad-idna", "odd"):
+        assert not is_loopback_host(name), name
+    t0 = time.monotonic()
+    assert not is_loopback_host("slow")
+    assert time.monotonic() - t0 < 2, "the lookup was not bounded in time"
+    asked = fake_dns.asked
+    n = len(asked)
+    assert is_loopback_host("node-lo") and len(asked) == n  # looked up once, then cached
+    assert not is_loopback_host("bad/name") and not is_loopback_host("10.0.0.5")
+    assert len(asked) == n  # literals and non-names are never looked up
+
+
+def test_one_node_slurm_job_on_a_loopback_name_needs_no_secret(
+    fake_dns: FakeDns, env: Env
+) -> None:
+    """srun on a one-node cluster names the node, which /etc/hosts maps to loopback."""
+    fake_dns.table["vm"] = ["127.0.1.1"]
+    spec = env(SLURM_STEP_ID="0", SLURM_JOB_ID="9", SLURM_STEP_NODELIST="vm",
+               SLURM_NTASKS="3", SLURM_PROCID="1")  # fmt: skip
+    assert (spec.source, spec.addr, spec.all_loopback) == ("slurm", f"vm:{slurm_port(9)}", True)
+    fake_dns.table["vm"] = ["192.0.2.7"]
+    _cluster._name_is_loopback.cache_clear()
+    assert env().all_loopback is False
+
+
+# --------------------------------------------------------------------------- explicit
 # --------------------------------------------------------------------------- explicit
 
 

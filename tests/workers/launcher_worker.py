@@ -11,7 +11,8 @@ Modes (every wait is bounded, so a broken launcher cannot leave these running lo
 * ``stop CODE FAIL_RANK STOP_RANK [own-group]``: like ``fail``, but STOP_RANK stops
   itself with SIGSTOP (first moving into a process group of its own with
   ``own-group``, as a remote rank sits outside the ssh client's group), and
-  FAIL_RANK exits only once STOP_RANK is seen stopped;
+  FAIL_RANK exits only once STOP_RANK is seen stopped, writing the time to
+  OUTDIR/failed_at;
 * ``wait``: write the pid, record the first SIGINT/SIGTERM in OUTDIR/got<r>, exit 0;
 * ``allreduce``: ``pytfcomm.init()`` and print an all-reduce, its argv and TF_CONFIG.
 """
@@ -98,6 +99,7 @@ def stop_mode(out: Path, code: int, fail_rank: int, stop_rank: int, own_group: b
         stop_file = out / f"pid{stop_rank}"
         while time.monotonic() < deadline:
             if stop_file.exists() and _stopped(int(stop_file.read_text().split()[0])):
+                _write(out / "failed_at", repr(time.time()))  # when the stop began
                 sys.exit(code)
             time.sleep(0.05)
         sys.exit(f"rank {stop_rank} never stopped")

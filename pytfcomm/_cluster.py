@@ -11,18 +11,21 @@ bind, and an identity for the machine.  Sources, highest precedence first:
 5. MPI launchers (Open MPI, MPICH/Hydra, Intel MPI, PMIx)        -> ``"mpi"``
 6. nothing found: a single-process job                           -> ``"single"``
 
-This module is pure Python: it imports no TensorFlow, opens no sockets and does no
-DNS lookups.  Every error is a :class:`pytfcomm.errors.ConfigError` whose message names
+This module is pure Python: it imports no TensorFlow and opens no sockets.  Its only
+name lookups are in :func:`is_loopback_host`, for host names (bounded in time, cached).
+Every error is a :class:`pytfcomm.errors.ConfigError` whose message names
 the argument or variable at fault and what to set.  docs/launching.md is the user guide.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
 import re
 import socket
+import threading
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from pytfcomm.errors import ConfigError
 
 __all__ = [
+    "MAX_SIZE",
     "SOURCES",
     "ClusterSpec",
     "ConfigError",
@@ -45,6 +49,18 @@ __all__ = [
 ]
 
 SOURCES: tuple[str, ...] = ("explicit", "PYTFCOMM", "TF_CONFIG", "slurm", "mpi", "single")
+
+#: The most ranks a job may have: the TCP transport keeps a rank in 15 bits of its
+#: request handles (csrc/transport/tcp/transport.cc), so sizes are 1..MAX_SIZE.
+MAX_SIZE = 2**15 - 1
+
+#: Digits read from an integer variable at most: any longer value is out of every
+#: range here, and Python refuses to convert strings of over 4300 digits at all.
+_MAX_INT_DIGITS = 18
+
+#: Longest wait for one host name lookup in is_loopback_host(): a name that takes longer
+#: counts as not loopback (the safe side: the job then needs a secret).
+DNS_TIMEOUT_S = 2.0
 
 #: Address used when a single-process job needs no rendezvous.
 SINGLE_PROCESS_ADDR = "127.0.0.1:0"
@@ -132,22 +148,64 @@ def _quote(value: object, limit: int = 160) -> str:
     return repr(text)
 
 
+def _int_text(value: int) -> str:
+    """``value`` for a message: Python refuses to print ints of over 4300 digits."""
+    if -(10**_MAX_INT_DIGITS) < value < 10**_MAX_INT_DIGITS:
+        return str(value)
+    return f"{'-' if value < 0 else ''}<a {value.bit_length()}-bit integer>"
+
+
 def _env_int(env: Mapping[str, str], name: str, meaning: str) -> int | None:
     raw = _get(env, name)
     if raw is None:
         return None
     if not _INT_RE.fullmatch(raw):
-        raise ConfigError(f"{name}={raw!r} is not an integer: set {name} to {meaning}.")
+        raise ConfigError(f"{name}={_quote(raw)} is not an integer: set {name} to {meaning}.")
+    if len(raw.lstrip("+-").lstrip("0")) > _MAX_INT_DIGITS:
+        raise ConfigError(f"{name}={_quote(raw, 40)} is out of range: set {name} to {meaning}.")
     return int(raw)
+
+
+_SIZE_RANGE = f"1..{MAX_SIZE}"
+_SIZE_WHY = f"pytfcomm runs jobs of up to {MAX_SIZE} ranks"
 
 
 def _check_rank_size(rank: int, size: int, rank_name: str, size_name: str) -> None:
     if size < 1:
-        raise ConfigError(f"{size_name}={size} is invalid: the job size must be at least 1.")
+        raise ConfigError(
+            f"{size_name}={_int_text(size)} is invalid: the job size must be at least 1 "
+            f"(valid: {_SIZE_RANGE})."
+        )
+    if size > MAX_SIZE:
+        raise ConfigError(
+            f"{size_name}={_int_text(size)} is out of range: the job size must be in "
+            f"{_SIZE_RANGE} ({_SIZE_WHY})."
+        )
     if not 0 <= rank < size:
         raise ConfigError(
-            f"{rank_name}={rank} is out of range for {size_name}={size}: "
+            f"{rank_name}={_int_text(rank)} is out of range for {size_name}={size}: "
             f"the rank must satisfy 0 <= rank < {size}."
+        )
+
+
+def _check_local(
+    local_rank: int | None,
+    local_size: int | None,
+    size: int,
+    names: tuple[str | None, str | None],
+    size_name: str,
+) -> None:
+    """A launcher's local rank / local size (either may be None), against the job size."""
+    lrank_name, lsize_name = names
+    if local_size is not None and not 1 <= local_size <= size:
+        raise ConfigError(
+            f"{lsize_name}={_int_text(local_size)} is out of range 1..{size} ({size_name})."
+        )
+    limit = local_size or size
+    if local_rank is not None and not 0 <= local_rank < limit:
+        raise ConfigError(
+            f"{lrank_name}={_int_text(local_rank)} is out of range: it must satisfy "
+            f"0 <= {lrank_name} < {limit} ({lsize_name if local_size else size_name})."
         )
 
 
@@ -200,16 +258,8 @@ def format_addr(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def is_loopback_host(host: str) -> bool:
-    """True for ``localhost``, 127.0.0.0/8, ``::1`` and IPv4-mapped loopback; no DNS.
-
-    Any other name is taken as non-loopback, and so is ``""``, ``0.0.0.0`` and ``::``.
-    """
-    text = host.strip()
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
-    if text.lower().rstrip(".") == "localhost":
-        return True
+def _is_loopback_ip(text: str) -> bool:
+    """True for 127.0.0.0/8, ``::1`` and IPv4-mapped loopback; False for non-addresses."""
     try:
         ip = ipaddress.ip_address(text.split("%", 1)[0])
     except ValueError:
@@ -217,6 +267,58 @@ def is_loopback_host(host: str) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         return ip.ipv4_mapped.is_loopback
     return ip.is_loopback
+
+
+def _lookup(name: str, timeout: float) -> list[str] | None:
+    """The addresses ``name`` resolves to; None when it does not resolve in ``timeout`` s.
+
+    getaddrinfo cannot be interrupted, so it runs in a daemon thread that is left
+    behind when the resolver hangs (it ends with the resolver's own timeout).
+    """
+    found: list[list[str] | None] = []
+
+    def run() -> None:
+        try:
+            infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+            found.append([str(info[4][0]) for info in infos])
+        except Exception:  # gaierror, UnicodeError (bad IDNA label), anything else
+            found.append(None)
+
+    thread = threading.Thread(target=run, name="pytfcomm-lookup", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return found[0] if found else None
+
+
+@functools.lru_cache(maxsize=256)
+def _name_is_loopback(name: str) -> bool:
+    addresses = _lookup(name, DNS_TIMEOUT_S)
+    return bool(addresses) and all(_is_loopback_ip(a) for a in addresses)
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost``, 127.0.0.0/8, ``::1``, IPv4-mapped loopback, and host names
+    that resolve only to such addresses.
+
+    A one-node Slurm job names its node, e.g. ``vm``, which /etc/hosts maps to
+    127.0.0.1 or 127.0.1.1: connections to it never leave the machine.  A name is
+    looked up once per process (cached) and at most DNS_TIMEOUT_S seconds; a name
+    that does not resolve in time, or resolves to any other address, is not
+    loopback.  So are ``""``, ``0.0.0.0`` and ``::``.
+    """
+    text = host.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    name = text.lower().rstrip(".")
+    if name == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        if _host_problem(text) is not None:  # not a name: nothing to look up
+            return False
+        return _name_is_loopback(name)
+    return _is_loopback_ip(text)
 
 
 def parse_addr(text: str, what: str = "address") -> tuple[str, int]:
@@ -234,7 +336,7 @@ def parse_addr(text: str, what: str = "address") -> tuple[str, int]:
 
     def bad(reason: str) -> ConfigError:
         return ConfigError(
-            f'{what}={text!r} is not a valid address: {reason}. Expected "host:port", '
+            f'{what}={_quote(text)} is not a valid address: {reason}. Expected "host:port", '
             'e.g. "10.0.0.1:29500", or "[fd00::1]:29500" for IPv6.'
         )
 
@@ -270,6 +372,8 @@ def parse_addr(text: str, what: str = "address") -> tuple[str, int]:
         raise bad("the port is empty")
     if not _DIGITS_RE.fullmatch(port_text):
         raise bad(f"the port {port_text!r} is not a number")
+    if len(port_text.lstrip("0")) > 5:
+        raise bad(f"the port {_quote(port_text, 20)} is out of range 0..65535")
     port = int(port_text)
     if port > 65535:
         raise bad(f"the port {port} is out of range 0..65535")
@@ -456,7 +560,7 @@ def _from_explicit(
 
 def _from_pytfcomm_env(env: Mapping[str, str]) -> ClusterSpec | None:
     rank = _env_int(env, "PYTFCOMM_RANK", "this process's rank, 0 <= rank < PYTFCOMM_SIZE")
-    size = _env_int(env, "PYTFCOMM_SIZE", "the number of processes in the job")
+    size = _env_int(env, "PYTFCOMM_SIZE", f"the number of processes in the job, {_SIZE_RANGE}")
     if rank is None and size is None:
         return None
     if rank is None:
@@ -496,15 +600,8 @@ def _pytfcomm_local(env: Mapping[str, str], size: int) -> tuple[int | None, int 
     """PYTFCOMM_LOCAL_RANK / PYTFCOMM_LOCAL_SIZE (set by pytfcomm-run), checked; None if unset."""
     local_rank = _env_int(env, "PYTFCOMM_LOCAL_RANK", "this rank's index on its host")
     local_size = _env_int(env, "PYTFCOMM_LOCAL_SIZE", "the number of ranks on this host")
-    if local_size is not None and not 1 <= local_size <= size:
-        raise ConfigError(
-            f"PYTFCOMM_LOCAL_SIZE={local_size} is out of range 1..{size} (PYTFCOMM_SIZE)."
-        )
-    if local_rank is not None and not 0 <= local_rank < (local_size or size):
-        raise ConfigError(
-            f"PYTFCOMM_LOCAL_RANK={local_rank} is out of range: it must satisfy "
-            f"0 <= PYTFCOMM_LOCAL_RANK < {local_size or size}."
-        )
+    names = ("PYTFCOMM_LOCAL_RANK", "PYTFCOMM_LOCAL_SIZE")
+    _check_local(local_rank, local_size, size, names, "PYTFCOMM_SIZE")
     return local_rank, local_size
 
 
@@ -528,6 +625,11 @@ def _from_tf_config(env: Mapping[str, str]) -> ClusterSpec | None:
             f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}) in "
             f"{_quote(raw)}",
             "fix the JSON (keys and strings need double quotes)",
+        ) from None
+    except ValueError:  # an integer of over 4300 digits
+        raise _tf_error(
+            f"holds a number with too many digits in {_quote(raw)}",
+            "give task.index as this process's position in its list",
         ) from None
     if not isinstance(cfg, dict):
         raise _tf_error(f"must be a JSON object, got {_quote(raw)}", 'give "cluster" and "task"')
@@ -615,7 +717,8 @@ def _from_tf_config(env: Mapping[str, str]) -> ClusterSpec | None:
             'set task.type to "chief" or "worker"',
         )
     if isinstance(index, str) and _DIGITS_RE.fullmatch(index.strip()):
-        index = int(index)
+        digits = index.strip().lstrip("0")
+        index = int(digits or "0") if len(digits) <= _MAX_INT_DIGITS else 10**_MAX_INT_DIGITS
     if not isinstance(index, int) or isinstance(index, bool):
         raise _tf_error(
             f"task.index is {_quote(index) if index is not None else 'missing'} in {_quote(task)}",
@@ -631,6 +734,10 @@ def _from_tf_config(env: Mapping[str, str]) -> ClusterSpec | None:
         )
 
     size = len(chief) + len(workers)
+    if size > MAX_SIZE:
+        raise _tf_error(
+            f"cluster lists {size} chief and worker tasks", f"{_SIZE_WHY}: list {_SIZE_RANGE}"
+        )
     rank = index if ttype == "chief" else len(chief) + index
     own_host = members[index][0]
     rank0_host, rank0_tf_port = (chief + workers)[0]
@@ -732,7 +839,7 @@ def _slurm_identity(env: Mapping[str, str]) -> _LauncherIdentity | None:
     # allocation's SLURM_NTASKS but are not srun tasks; only srun sets a step id.
     if _first_set(env, ("SLURM_STEP_ID", "SLURM_STEPID")) is None:
         return None
-    rank = _env_int(env, "SLURM_PROCID", "this task's rank (srun sets it)")
+    rank = _env_int(env, "SLURM_PROCID", "this task's rank, 0 <= rank < the task count")
     size_var = _first_set(env, ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"))
     if size_var is None:
         raise ConfigError(
@@ -740,10 +847,11 @@ def _slurm_identity(env: Mapping[str, str]) -> _LauncherIdentity | None:
             "SLURM_NPROCS is: launch with srun -n <tasks>, or set PYTFCOMM_RANK, "
             "PYTFCOMM_SIZE and PYTFCOMM_ADDR."
         )
-    size = _env_int(env, size_var, "the number of tasks in the step")
+    size = _env_int(env, size_var, f"the number of tasks in the step, {_SIZE_RANGE}")
     assert rank is not None and size is not None
     _check_rank_size(rank, size, "SLURM_PROCID", size_var)
     local_rank = _env_int(env, "SLURM_LOCALID", "the task's index on its node")
+    _check_local(local_rank, None, size, ("SLURM_LOCALID", None), size_var)
     return _LauncherIdentity("slurm", rank, size, local_rank, None, f"SLURM_PROCID/{size_var}")
 
 
@@ -816,14 +924,13 @@ def _mpi_identity(env: Mapping[str, str]) -> _LauncherIdentity | None:
                 f"{' / '.join(size_vars)}): set PYTFCOMM_RANK, PYTFCOMM_SIZE and PYTFCOMM_ADDR "
                 "instead."
             )
-        size = _env_int(env, size_var, "the number of MPI processes")
+        size = _env_int(env, size_var, f"the number of MPI processes, {_SIZE_RANGE}")
         assert rank is not None and size is not None
         _check_rank_size(rank, size, rank_var, size_var)
         lrank_var, lsize_var = _first_set(env, lrank_vars), _first_set(env, lsize_vars)
         local_rank = _env_int(env, lrank_var, "the local rank") if lrank_var else None
         local_size = _env_int(env, lsize_var, "the ranks on this host") if lsize_var else None
-        if local_size is not None and not 1 <= local_size <= size:
-            raise ConfigError(f"{lsize_var}={local_size} is out of range 1..{size} ({size_var}).")
+        _check_local(local_rank, local_size, size, (lrank_var, lsize_var), size_var)
         return _LauncherIdentity(
             family, rank, size, local_rank, local_size, f"{rank_var}/{size_var}"
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import zlib
 from collections.abc import Sequence
 from types import TracebackType
@@ -465,18 +466,79 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
 
 
+_SECRET_HINT = (
+    "set PYTFCOMM_SECRET to the same long random value on every rank (pytfcomm-run does "
+    "this for you; in a Slurm batch script, export PYTFCOMM_SECRET=$(python -c 'import "
+    "secrets; print(secrets.token_hex(32))') before srun), or PYTFCOMM_SECRET_FILE to a "
+    "file that holds it, readable by you alone, e.g. on a shared filesystem"
+)
+_MAX_SECRET_FILE = 4096
+
+
+def _secret_file(path: str) -> str:
+    """The job secret held in ``path`` (PYTFCOMM_SECRET_FILE), surrounding whitespace dropped.
+
+    The file must be a regular file that neither group nor others may access: a secret
+    that other users can read protects nothing.
+    """
+    what = f"PYTFCOMM_SECRET_FILE={path!r}"
+    try:
+        # O_NONBLOCK: a FIFO given by mistake must not hang init(); no effect on files.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ConfigError(
+            f"{what}: cannot open it ({exc.strerror}): point it at a file that holds the job "
+            "secret and exists on every rank's host (a shared filesystem), or "
+            "unset it and set PYTFCOMM_SECRET"
+        ) from None
+    try:
+        st = os.fstat(fd)  # of the file opened, not of whatever the path names by now
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{what} is not a regular file: point it at the secret's file")
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o077:
+            raise ConfigError(
+                f"{what} is accessible to group or others (mode {mode:04o}): it holds the job "
+                f"secret, so make it private with chmod 600 {path}"
+            )
+        data = b""
+        while len(data) <= _MAX_SECRET_FILE:
+            chunk = os.read(fd, _MAX_SECRET_FILE + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > _MAX_SECRET_FILE:
+        raise ConfigError(f"{what} is over {_MAX_SECRET_FILE} bytes: is it the secret's file?")
+    try:
+        secret = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} is not UTF-8 text: write the secret as text") from None
+    if not secret:
+        raise ConfigError(f"{what} is empty: write the job secret into it")
+    return secret
+
+
 def _job_secret(explicit: str | None, spec: _cluster.ClusterSpec) -> str:
-    """The job secret (``secret=`` or PYTFCOMM_SECRET), checked; "" when none.
+    """The job secret (``secret=``, else PYTFCOMM_SECRET, else PYTFCOMM_SECRET_FILE's
+    content), checked; "" when none.
 
     A job whose addresses are not all loopback must have one, unless
     PYTFCOMM_INSECURE=1 says the network is trusted (see docs/security.md).
     """
-    secret = explicit if explicit is not None else os.environ.get("PYTFCOMM_SECRET", "")
+    source = "init(secret=...)"
+    secret = explicit
+    if secret is None:
+        source, secret = "PYTFCOMM_SECRET", os.environ.get("PYTFCOMM_SECRET", "")
+        path = os.environ.get("PYTFCOMM_SECRET_FILE", "").strip()
+        if not secret and path:
+            source, secret = f"the secret in PYTFCOMM_SECRET_FILE={path!r}", _secret_file(path)
     if not isinstance(secret, str):
         raise InvalidArgumentError(f"secret must be a str, got {type(secret).__name__}")
     if secret and len(secret) < _MIN_SECRET:
         raise ConfigError(
-            f"PYTFCOMM_SECRET is too short ({len(secret)} characters; at least {_MIN_SECRET}): "
+            f"{source} is too short ({len(secret)} characters; at least {_MIN_SECRET}): "
             "use a long random value, e.g. python -c 'import secrets; "
             "print(secrets.token_hex(32))', the same on every rank"
         )
@@ -489,11 +551,60 @@ def _job_secret(explicit: str | None, spec: _cluster.ClusterSpec) -> str:
     if not secret and not spec.all_loopback and insecure not in _TRUE:
         raise ConfigError(
             f"this job spans non-loopback addresses (rank 0 at {spec.addr}) but has no job "
-            "secret: set PYTFCOMM_SECRET to the same long random value on every rank "
-            "(pytfcomm-run does this for you), or set PYTFCOMM_INSECURE=1 to run "
-            "unauthenticated on a network you trust"
+            f"secret: {_SECRET_HINT}; or set PYTFCOMM_INSECURE=1 to run unauthenticated on "
+            "a network you trust (docs/security.md)"
         )
     return secret
+
+
+def _int_arg(name: str, value: object, low: int, high: int, what: str) -> None:
+    """An ``init()`` integer argument: an int (not a bool) in ``low..high``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"init({name}={value!r}): {name} must be an int")
+    if not low <= value <= high:
+        raise InvalidArgumentError(
+            f"init({name}={_cluster._int_text(value)}) is out of range: {what}"
+        )
+
+
+def _check_job_args(rank: object, size: object, addr: object) -> None:
+    """``init()``'s rank/size/addr, checked before anything reaches the core.
+
+    Nothing given means "read the environment" (checked by _cluster, ConfigError).
+    """
+    if rank is None and size is None and addr is None:
+        return
+    missing = [n for n, v in (("rank", rank), ("size", size), ("addr", addr)) if v is None]
+    if missing and missing != ["addr"]:
+        raise InvalidArgumentError(
+            f"init() needs rank, size and addr together; missing: {', '.join(missing)} "
+            "(addr may be left out only when size=1), or none of them to read the job "
+            "from the environment (docs/launching.md)"
+        )
+    limit = _cluster.MAX_SIZE
+    _int_arg("size", size, 1, limit, f"the job size must be in 1..{limit}")
+    assert isinstance(size, int)
+    _int_arg("rank", rank, 0, size - 1, f"the rank must satisfy 0 <= rank < size={size}")
+    if addr is None:
+        if size != 1:
+            raise InvalidArgumentError(
+                f"init(rank={rank}, size={size}) needs addr, rank 0's rendezvous "
+                '"host:port" (the same on every rank), e.g. addr="10.0.0.1:29500"'
+            )
+        return
+    if not isinstance(addr, str):
+        raise InvalidArgumentError(
+            f'init(addr={addr!r}): addr must be a string "host:port", e.g. "10.0.0.1:29500"'
+        )
+    try:
+        _, port = _cluster.parse_addr(addr, what="init(addr)")
+    except ConfigError as exc:
+        raise InvalidArgumentError(str(exc)) from None
+    if not (1 <= port <= 65535 or (port == 0 and size == 1)):
+        raise InvalidArgumentError(
+            f"init(addr={addr!r}): port {port} is out of range: use a port in 1..65535 "
+            "(0 only for a single-process job)"
+        )
 
 
 def init(
@@ -516,7 +627,8 @@ def init(
     ``addr`` is rank 0's rendezvous address. Blocks until every rank joined
     (``connect_timeout``, default PYTFCOMM_CONNECT_TIMEOUT or 120 s);
     ``timeout`` is the default deadline of each collective (PYTFCOMM_TIMEOUT,
-    600 s). ``secret`` (default PYTFCOMM_SECRET) authenticates every
+    600 s). ``secret`` (default PYTFCOMM_SECRET, else the content of the file
+    PYTFCOMM_SECRET_FILE names) authenticates every
     connection of the job; it is required when the job spans non-loopback
     addresses (docs/security.md). ``transport`` (default PYTFCOMM_TRANSPORT or
     ``"auto"``): ``"auto"`` uses shared memory between ranks of one host and
@@ -524,6 +636,10 @@ def init(
     rank on one host). ``stall_warning`` (default PYTFCOMM_STALL_WARNING or 60 s;
     0 turns it off): after this many seconds stalled in a collective, log which
     ranks hold it back (docs/reliability.md).
+
+    Raises :class:`InvalidArgumentError` for unusable arguments (``size`` in
+    1..32767, ``0 <= rank < size``, a port in 1..65535) and :class:`ConfigError`
+    for an unusable environment, naming the variable and the valid range.
     """
     if transport is not None and transport not in _TRANSPORTS:
         raise InvalidArgumentError(
@@ -541,6 +657,7 @@ def init(
         )
     else:
         stall = float(stall_warning)
+    _check_job_args(rank, size, addr)
     spec = _cluster.resolve(rank, size, addr)
     job_secret = _job_secret(secret, spec)
     host, port = spec.rendezvous

@@ -31,8 +31,9 @@ apt_install() {
 }
 
 # C++ unit tests (GoogleTest), formatting check, network namespaces for tests,
-# and clang with its runtime for the libFuzzer target (fuzz/run.sh).
-apt_install libgtest-dev clang-format iproute2 clang libclang-rt-14-dev
+# clang with its runtime for the libFuzzer target (fuzz/run.sh), and Slurm with
+# munge for tests/test_slurm.py (which starts its own one-node cluster).
+apt_install libgtest-dev clang-format iproute2 clang libclang-rt-14-dev slurm-wlm munge
 
 if [[ ! -x "$VENV/bin/python" ]]; then
   log "creating $VENV"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import signal
 import socket
 import subprocess
@@ -176,6 +177,27 @@ def run_ranks(
         text = "\n".join(f"--- rank {r}:\n{o[1]}" for r, o in sorted(bad.items()))
         raise RankFailure(f"{len(bad)} of {n} ranks failed in {target}:\n{text}", outcomes)
     return [outcomes[r][1] for r in range(n)]
+
+
+_REFUSED_ONE = re.compile(r"refused connection from ")
+_REFUSED_MANY = re.compile(r"refused (\d+) (?:more )?connections? from ")
+
+
+def logged_refusals(log: str) -> tuple[int, int]:
+    """(lines about refused connections, refusals they account for) in a rank's log.
+
+    A listener logs its first refusals one line each ("refused connection from A to
+    W: why"), then summaries ("refused N [more] connection(s) from A to W in the last
+    T s ...", csrc/transport/tcp/handshake.h RefusalLog).
+    """
+    lines = counted = 0
+    for line in log.splitlines():
+        many = _REFUSED_MANY.search(line)
+        if many:
+            lines, counted = lines + 1, counted + int(many.group(1))
+        elif _REFUSED_ONE.search(line):
+            lines, counted = lines + 1, counted + 1
+    return lines, counted
 
 
 def check_matrix(results: list[dict]) -> None:

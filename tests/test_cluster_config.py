@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -134,6 +136,82 @@ def test_is_loopback_host(host: str, loopback: bool) -> None:
     assert is_loopback_host(host) is loopback
 
 
+class FakeDns:
+    """getaddrinfo answered from ``table``: name -> addresses, a callable giving them, or
+    an exception to raise; unknown names do not resolve. ``asked`` lists the lookups."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, Any] = {}
+        self.asked: list[str] = []
+
+    def getaddrinfo(self, host: str, *_args: Any, **_kwargs: Any) -> list[tuple]:
+        self.asked.append(host)
+        answer = self.table.get(host, socket.gaierror(socket.EAI_NONAME, "not known"))
+        if isinstance(answer, BaseException):
+            raise answer
+        if callable(answer):
+            answer = answer()
+        family = {True: socket.AF_INET6, False: socket.AF_INET}
+        return [(family[":" in a], socket.SOCK_STREAM, 6, "", (a, 0)) for a in answer]
+
+
+@pytest.fixture
+def fake_dns(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDns]:
+    dns = FakeDns()
+    cache = getattr(_cluster, "_name_is_loopback", None)  # the per-process lookup cache
+    if cache is not None:
+        cache.cache_clear()
+    monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
+    yield dns
+    if cache is not None:
+        cache.cache_clear()
+
+
+def test_names_resolving_to_loopback_are_loopback(
+    fake_dns: FakeDns, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def hang() -> list[str]:
+        time.sleep(3)
+        return ["127.0.0.1"]
+
+    fake_dns.table.update({
+        "node-lo": ["127.0.1.1"],  # Debian's /etc/hosts entry for the machine's own name
+        "both-lo": ["127.0.0.1", "::1"],
+        "mixed": ["127.0.0.1", "10.0.0.5"],
+        "remote": ["10.0.0.5"],
+        "bad-idna": UnicodeError("label too long"),
+        "odd": RuntimeError("resolver bug"),
+        "slow": hang,
+    })  # fmt: skip
+    monkeypatch.setattr(_cluster, "DNS_TIMEOUT_S", 0.3, raising=False)
+    assert is_loopback_host("node-lo") and is_loopback_host("NODE-LO.")
+    assert is_loopback_host("both-lo")
+    for name in ("mixed", "remote", "unknown", "bad-idna", "odd"):
+        assert not is_loopback_host(name), name
+    t0 = time.monotonic()
+    assert not is_loopback_host("slow")
+    assert time.monotonic() - t0 < 2, "the lookup was not bounded in time"
+    asked = fake_dns.asked
+    n = len(asked)
+    assert is_loopback_host("node-lo") and len(asked) == n  # looked up once, then cached
+    assert not is_loopback_host("bad/name") and not is_loopback_host("10.0.0.5")
+    assert len(asked) == n  # literals and non-names are never looked up
+
+
+def test_one_node_slurm_job_on_a_loopback_name_needs_no_secret(
+    fake_dns: FakeDns, env: Env
+) -> None:
+    """srun on a one-node cluster names the node, which /etc/hosts maps to loopback."""
+    fake_dns.table["vm"] = ["127.0.1.1"]
+    spec = env(SLURM_STEP_ID="0", SLURM_JOB_ID="9", SLURM_STEP_NODELIST="vm",
+               SLURM_NTASKS="3", SLURM_PROCID="1")  # fmt: skip
+    assert (spec.source, spec.addr, spec.all_loopback) == ("slurm", f"vm:{slurm_port(9)}", True)
+    fake_dns.table["vm"] = ["192.0.2.7"]
+    _cluster._name_is_loopback.cache_clear()
+    assert env().all_loopback is False
+
+
+# --------------------------------------------------------------------------- explicit
 # --------------------------------------------------------------------------- explicit
 
 
@@ -648,3 +726,117 @@ def test_default_host_id(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None
     boot.write_text("2222-bbbb\n")  # same hostname, other machine
     assert default_host_id() != first
     assert resolve().host_id == "box/2222-bbbb"
+
+
+# --------------------------------------------------------------------------- ranges (issue 13)
+
+_HUGE = "9" * 5000  # over Python's 4300-digit limit for int(str)
+_SRUN_1 = {"SLURM_STEP_ID": "0", "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n1"}
+_OMPI = {"OMPI_MCA_ess_base_jobid": "42"}
+
+
+@pytest.mark.parametrize(
+    ("variables", "fragments"),
+    [
+        # PYTFCOMM_*
+        (
+            {"PYTFCOMM_RANK": "0", "PYTFCOMM_SIZE": "99999999999", "PYTFCOMM_ADDR": "h:1"},
+            ("PYTFCOMM_SIZE=99999999999 is out of range", "1..32767"),
+        ),
+        (
+            {"PYTFCOMM_RANK": "0", "PYTFCOMM_SIZE": "32768", "PYTFCOMM_ADDR": "h:1"},
+            ("PYTFCOMM_SIZE=32768 is out of range", "1..32767"),
+        ),
+        (
+            {"PYTFCOMM_RANK": str(2**40), "PYTFCOMM_SIZE": str(2**41), "PYTFCOMM_ADDR": "h:1"},
+            (f"PYTFCOMM_SIZE={2**41} is out of range", "1..32767"),
+        ),
+        (
+            {"PYTFCOMM_RANK": "0", "PYTFCOMM_SIZE": _HUGE, "PYTFCOMM_ADDR": "h:1"},
+            ("PYTFCOMM_SIZE='99999", "is out of range", "1..32767"),
+        ),
+        (
+            {"PYTFCOMM_RANK": _HUGE, "PYTFCOMM_SIZE": "2", "PYTFCOMM_ADDR": "h:1"},
+            ("PYTFCOMM_RANK='99999", "is out of range", "0 <= rank < PYTFCOMM_SIZE"),
+        ),
+        (
+            {"PYTFCOMM_RANK": "0", "PYTFCOMM_SIZE": "2", "PYTFCOMM_ADDR": "h:" + _HUGE},
+            ("PYTFCOMM_ADDR=", "out of range 0..65535"),
+        ),
+        (
+            {"PYTFCOMM_RANK": "0", "PYTFCOMM_SIZE": "2", "PYTFCOMM_ADDR": "h:1",
+             "PYTFCOMM_LOCAL_RANK": str(2**40)},
+            (f"PYTFCOMM_LOCAL_RANK={2**40} is out of range", "< 2"),
+        ),
+        # overrides of derived ports
+        (
+            {**_SRUN_1, "SLURM_PROCID": "0", "SLURM_NTASKS": "2", "PYTFCOMM_PORT": _HUGE},
+            ("PYTFCOMM_PORT='99999", "is out of range", "1..65535"),
+        ),
+        (
+            {**_SRUN_1, "SLURM_PROCID": "0", "SLURM_NTASKS": "2", "PYTFCOMM_PORT": "65536"},
+            ("PYTFCOMM_PORT=65536 is out of range", "1..65535"),
+        ),
+        # Slurm
+        (
+            {**_SRUN_1, "SLURM_PROCID": "0", "SLURM_NTASKS": str(2**31)},
+            (f"SLURM_NTASKS={2**31} is out of range", "1..32767"),
+        ),
+        (
+            {**_SRUN_1, "SLURM_PROCID": str(2**40), "SLURM_STEP_NUM_TASKS": str(2**41)},
+            (f"SLURM_STEP_NUM_TASKS={2**41} is out of range", "1..32767"),
+        ),
+        (
+            {**_SRUN_1, "SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": str(2**40)},
+            (f"SLURM_LOCALID={2**40} is out of range", "< 2 (SLURM_NTASKS)"),
+        ),
+        # MPI
+        (
+            {**_OMPI, "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "99999999999",
+             "OMPI_COMM_WORLD_LOCAL_SIZE": "99999999999"},
+            ("OMPI_COMM_WORLD_SIZE=99999999999 is out of range", "1..32767"),
+        ),
+        (
+            {"PMI_RANK": "0", "PMI_SIZE": "40000", "PYTFCOMM_PORT": "5000"},
+            ("PMI_SIZE=40000 is out of range", "1..32767"),
+        ),
+        (
+            {**_OMPI, "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2",
+             "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": str(2**40)},
+            (f"OMPI_COMM_WORLD_LOCAL_RANK={2**40} is out of range", "< 2"),
+        ),
+        # TF_CONFIG
+        (
+            {"TF_CONFIG": tf({"worker": ["a:1", "b:1"]}, "worker", _HUGE)},
+            ("TF_CONFIG task", "is out of range", "valid indices: 0..1"),
+        ),
+        (
+            {"TF_CONFIG": '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", '
+                          f'"index": {_HUGE}}}}}'},
+            ("TF_CONFIG holds a number with too many digits",),
+        ),
+        (
+            {"TF_CONFIG": tf({"worker": ["a:" + _HUGE]})},
+            ("TF_CONFIG cluster.worker[0]=", "out of range 0..65535"),
+        ),
+    ],
+)  # fmt: skip
+def test_out_of_range_numbers_are_config_errors(
+    env: Env, variables: dict[str, str], fragments: tuple[str, ...]
+) -> None:
+    message = raises(lambda: env(**variables), *fragments)
+    assert len(message) < 1000, message
+
+
+def test_tf_config_with_too_many_tasks(env: Env) -> None:
+    workers = [f"w{i}:1" for i in range(_cluster.MAX_SIZE + 1)]
+    raises(lambda: env(TF_CONFIG=tf({"worker": workers})), "32768 chief and worker", "1..32767")
+    assert env(TF_CONFIG=tf({"worker": workers[:-1]}, "worker", 32766)).size == 32767
+
+
+def test_largest_job_is_accepted(env: Env) -> None:
+    spec = env(PYTFCOMM_RANK="32766", PYTFCOMM_SIZE="32767", PYTFCOMM_ADDR="h:1")
+    assert (spec.rank, spec.size) == (32766, 32767)
+    assert _cluster.MAX_SIZE == 2**15 - 1
+    raises(lambda: resolve(rank=0, size=2**31, addr="h:1"), "size=2147483648 is out of range")
+    raises(lambda: resolve(rank=0, size=10**5000, addr="h:1"), "size=<a 16610-bit integer>")

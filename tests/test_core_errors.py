@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -76,10 +77,68 @@ def test_closed_communicator_says_so() -> None:
 
 
 def test_bad_init_arguments() -> None:
-    with pytest.raises(pytfcomm.ConfigError):
+    with pytest.raises(pytfcomm.InvalidArgumentError, match=r"0 <= rank < size=2"):
         pytfcomm.init(rank=2, size=2, addr="127.0.0.1:1234")
-    with pytest.raises(pytfcomm.ConfigError):
+    with pytest.raises(pytfcomm.InvalidArgumentError, match="needs addr"):
         pytfcomm.init(rank=0, size=2)  # no address
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"rank": 0, "size": 2**31}, "init(size=2147483648) is out of range: the job size "
+                                     "must be in 1..32767"),
+        ({"rank": 0, "size": 32768}, "init(size=32768) is out of range"),
+        ({"rank": 0, "size": 0}, "init(size=0) is out of range"),
+        ({"rank": 2**40, "size": 4}, "init(rank=1099511627776) is out of range: the rank must "
+                                     "satisfy 0 <= rank < size=4"),
+        ({"rank": 2**40, "size": 2**41}, "init(size=2199023255552) is out of range"),
+        ({"rank": -1, "size": 4}, "init(rank=-1) is out of range"),
+        ({"rank": 0, "size": 10**5000}, "init(size=<a 16610-bit integer>) is out of range"),
+        ({"rank": 0, "size": 2.0}, "init(size=2.0): size must be an int"),
+        ({"rank": True, "size": 2}, "init(rank=True): rank must be an int"),
+        ({"rank": 0, "size": 2, "addr": "127.0.0.1:70000"}, "out of range 0..65535"),
+        ({"rank": 0, "size": 2, "addr": "127.0.0.1:" + "9" * 5000}, "out of range 0..65535"),
+        ({"rank": 0, "size": 2, "addr": "127.0.0.1:0"}, "port 0 is out of range"),
+        ({"rank": 0, "size": 2, "addr": 29500}, "addr must be a string"),
+        ({"size": 2, "addr": "127.0.0.1:1"}, "missing: rank"),
+    ],
+)  # fmt: skip
+def test_out_of_range_init_arguments(kwargs: dict, words: str) -> None:
+    """Arguments the core cannot take are the caller's error, never pybind11's TypeError."""
+    kwargs.setdefault("addr", "127.0.0.1:29500")
+    with pytest.raises(pytfcomm.InvalidArgumentError) as info:
+        pytfcomm.init(connect_timeout=1, **kwargs)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("variables", "words"),
+    [
+        ({"PYTFCOMM_RANK": "0", "PYTFCOMM_SIZE": "99999999999"},
+         "PYTFCOMM_SIZE=99999999999 is out of range: the job size must be in 1..32767"),
+        ({"PYTFCOMM_RANK": str(2**40), "PYTFCOMM_SIZE": str(2**41)},
+         f"PYTFCOMM_SIZE={2**41} is out of range"),
+        ({"SLURM_PROCID": "0", "SLURM_STEP_ID": "0", "SLURM_JOB_ID": "5",
+          "SLURM_JOB_NODELIST": "localhost", "SLURM_NTASKS": str(2**31)},
+         f"SLURM_NTASKS={2**31} is out of range"),
+        ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "40000",
+          "OMPI_COMM_WORLD_LOCAL_SIZE": "40000", "OMPI_MCA_ess_base_jobid": "1"},
+         "OMPI_COMM_WORLD_SIZE=40000 is out of range"),
+    ],
+)  # fmt: skip
+def test_out_of_range_environment_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], words: str
+) -> None:
+    launcher_vars = ("PYTFCOMM_RANK", "PYTFCOMM_SIZE", "PYTFCOMM_ADDR", "PYTFCOMM_PORT",
+                     "TF_CONFIG", "SLURM_", "OMPI_", "PMI", "MPI_LOCAL", "I_MPI_")  # fmt: skip
+    for name in [n for n in os.environ if n.startswith(launcher_vars)]:
+        monkeypatch.delenv(name)
+    for name, value in {"PYTFCOMM_ADDR": "127.0.0.1:29500", **variables}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(pytfcomm.ConfigError) as info:
+        pytfcomm.init(connect_timeout=1)
+    assert words in str(info.value)
 
 
 def test_unreachable_rank0_times_out_with_advice() -> None:

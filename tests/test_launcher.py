@@ -243,6 +243,19 @@ def test_a_failing_rank_stops_the_others(tmp_path: Path, how: str, code: int, wo
     assert wait_gone(pids, timeout=5) == []
 
 
+def test_a_stopped_rank_is_stopped_at_once(tmp_path: Path) -> None:
+    # A SIGSTOPped rank cannot act on SIGTERM until continued: without SIGCONT the
+    # launcher would wait out the whole --kill-timeout before its SIGKILL.
+    res = launch("-np", "3", "--kill-timeout", "30",
+                 PY, WORKER, "stop", str(tmp_path), "3", "0", "1", cwd=tmp_path)  # fmt: skip
+    stop_s = time.time() - float((tmp_path / "failed_at").read_text())
+    assert res.returncode == 3, res.stderr.decode()
+    assert b"rank 0 " in res.stderr and b"exited with code 3" in res.stderr
+    assert b"SIGKILL" not in res.stderr, res.stderr.decode()
+    assert stop_s < 5, f"stopping took {stop_s:.1f} s: the stopped rank waited for the kill timeout"
+    assert wait_gone(_pids(tmp_path, 3), timeout=5) == []
+
+
 def test_timeout_stops_the_job(tmp_path: Path) -> None:
     res = launch("-np", "2", "--timeout", "1", "--kill-timeout", "2",
                  PY, WORKER, "wait", str(tmp_path), cwd=tmp_path)  # fmt: skip
@@ -348,6 +361,19 @@ def test_ssh_ranks_reduce_and_are_stopped_on_failure(tmp_path: Path) -> None:
                  PY, WORKER, "fail", str(tmp_path), "4", "0", cwd=tmp_path)  # fmt: skip
     assert res.returncode == 4, res.stderr.decode()
     assert wait_gone(_pids(tmp_path, 3), timeout=10) == []
+
+
+def test_a_stopped_ssh_rank_is_stopped_at_once(tmp_path: Path) -> None:
+    # Rank 1 (over ssh) stops itself in a process group of its own, out of reach of
+    # anything the launcher sends the ssh client: only the remote wrapper can wake it.
+    res = launch(*_ssh_job(tmp_path, "--kill-timeout", "30"),
+                 PY, WORKER, "stop", str(tmp_path), "4", "0", "1", "own-group",
+                 cwd=tmp_path)  # fmt: skip
+    stop_s = time.time() - float((tmp_path / "failed_at").read_text())
+    assert res.returncode == 4, res.stderr.decode()
+    assert b"SIGKILL" not in res.stderr, res.stderr.decode()
+    assert stop_s < 5, f"stopping took {stop_s:.1f} s: the stopped ssh rank waited for the kill"
+    assert wait_gone(_pids(tmp_path, 3), timeout=5) == []
 
 
 def test_remote_command_survives_the_shell() -> None:

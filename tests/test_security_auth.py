@@ -5,6 +5,7 @@ the handshake (hashlib's HMAC) interoperates with the C++ one."""
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import tempfile
@@ -60,6 +61,76 @@ def test_short_secret_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTFCOMM_SECRET", "hunter2")
     with pytest.raises(pytfcomm.ConfigError, match="too short"):
         pytfcomm.init(rank=0, size=1)
+
+
+def _secret_file(tmp_path: Path, content: str, name: str = "job.secret") -> Path:
+    path = tmp_path / name
+    path.write_text(content)
+    path.chmod(0o600)
+    return path
+
+
+def test_secret_file_holds_the_job_secret(tmp_path: Path) -> None:
+    """Rank 0 reads PYTFCOMM_SECRET_FILE, rank 1 gets PYTFCOMM_SECRET: one job only if
+    the file's content (its newline dropped) is the secret."""
+    path = _secret_file(tmp_path, SECRET + "\n")
+    from_file = {"PYTFCOMM_SECRET": "", "PYTFCOMM_SECRET_FILE": str(path)}
+    results = run_ranks(
+        2, "security_workers:slow_job", 0.0, 2,
+        per_rank_env=[from_file, {"PYTFCOMM_SECRET": SECRET}], timeout=60,
+    )  # fmt: skip
+    assert all(r["ok"] for r in results)
+    outcomes = run_ranks(
+        2, "security_workers:slow_job", 0.0, 2, allow_failure=True, timeout=60,
+        per_rank_env=[{**from_file, "PYTFCOMM_CONNECT_TIMEOUT": "3"},
+                      {"PYTFCOMM_SECRET": "another-secret-0123456789"}],
+    )  # fmt: skip
+    assert not outcomes[1][0] and "AuthenticationError" in outcomes[1][1], outcomes[1]
+
+
+def _secret_of(spec_addr: str) -> str:
+    from pytfcomm import _cluster, communicator
+
+    return communicator._job_secret(None, _cluster.resolve(rank=1, size=2, addr=spec_addr))
+
+
+def test_secret_file_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTFCOMM_SECRET", raising=False)
+    monkeypatch.delenv("PYTFCOMM_INSECURE", raising=False)
+    remote = "10.0.0.1:29500"  # resolve() only: nothing connects
+    with pytest.raises(pytfcomm.ConfigError) as info:
+        _secret_of(remote)
+    assert "PYTFCOMM_SECRET " in str(info.value) and "PYTFCOMM_SECRET_FILE" in str(info.value)
+    assert "export PYTFCOMM_SECRET=" in str(info.value)
+
+    path = _secret_file(tmp_path, "  " + SECRET + "\n")
+    monkeypatch.setenv("PYTFCOMM_SECRET_FILE", str(path))
+    assert _secret_of(remote) == SECRET
+    monkeypatch.setenv("PYTFCOMM_SECRET", "x" * 20)  # PYTFCOMM_SECRET wins, file unread
+    path.chmod(0o644)
+    assert _secret_of(remote) == "x" * 20
+    monkeypatch.delenv("PYTFCOMM_SECRET")
+    for mode in (0o644, 0o640, 0o604, 0o620):
+        path.chmod(mode)
+        with pytest.raises(pytfcomm.ConfigError, match=f"mode 0{mode:o}.*chmod 600"):
+            _secret_of(remote)
+    cases = [
+        (_secret_file(tmp_path, "short\n", "short"), "too short"),
+        (_secret_file(tmp_path, "\n", "empty"), "is empty"),
+        (_secret_file(tmp_path, "x" * 5000, "big"), "over 4096 bytes"),
+        (tmp_path / "missing", "cannot open it"),
+    ]
+    for bad, words in cases:
+        monkeypatch.setenv("PYTFCOMM_SECRET_FILE", str(bad))
+        with pytest.raises(pytfcomm.ConfigError, match=words) as info:
+            _secret_of(remote)
+        assert "PYTFCOMM_SECRET_FILE" in str(info.value)
+    (tmp_path / "dir").mkdir(mode=0o700)
+    os.mkfifo(tmp_path / "fifo", 0o600)  # must not block init() waiting for a writer
+    for odd in ("dir", "fifo"):
+        monkeypatch.setenv("PYTFCOMM_SECRET_FILE", str(tmp_path / odd))
+        with pytest.raises(pytfcomm.ConfigError, match="not a regular file"):
+            _secret_of(remote)
 
 
 def test_python_handshake_interoperates_with_the_core() -> None:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import security_workers as sw
-from _harness import collect, start_ranks
+from _harness import collect, logged_refusals, start_ranks
 
 SECRET = "hostile-test-secret-0123456789"
 DELAY = 60.0  # the late rank joins when the attacks are done, or after this long
@@ -161,8 +161,9 @@ def test_job_survives_hostile_clients_on_every_listener() -> None:
             assert got[name][8:] == bytes(32), (addr, name)
         for name in ("random", "http", "huge_fields", "frame_huge_length"):
             assert got[name] == b"", (addr, name)
-    # Every attacked rank logged its refusals, with the reasons.
-    assert logs[0].count("refused connection") >= 6, logs[0][-3000:]
+    # Every attacked rank logged its refusals, with the reasons: the first few one line
+    # each, the rest in a summary that counts them by reason (test_security_flood.py).
+    assert logged_refusals(logs[0])[1] >= 12, logs[0][-3000:]  # 4 blind + 8 in _attacks
     assert "bad magic" in logs[0] and "replayed handshake" in logs[0], logs[0][-3000:]
     for r in (1, 2):
         assert "bad magic" in logs[r], logs[r][-3000:]

@@ -47,6 +47,12 @@ def _die_with_parent(parent: int) -> Callable[[], None]:
     return preexec
 
 
+def _killpg(pgid: int, sig: int) -> None:
+    """Signal a rank's process group; one that is gone already is no error."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
 def exit_code(status: int) -> int:
     """A Popen-style status (negative: killed by that signal) as a shell exit code."""
     return 128 - status if status < 0 else status
@@ -146,13 +152,19 @@ class Job:
         if r.status is not None and sig != signal.SIGKILL:
             return
         if r.remote and sig != signal.SIGKILL:
-            # Closing ssh's stdin makes the remote watchdog TERM (then KILL) the rank.
+            # Closing ssh's stdin makes the remote watchdog TERM (then KILL) the rank;
+            # a stopped ssh client would never notice, so wake it first.
+            _killpg(r.popen.pid, signal.SIGCONT)
             if r.popen.stdin is not None and not r.popen.stdin.closed:
                 with contextlib.suppress(OSError):
                     r.popen.stdin.close()
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(r.popen.pid, sig)
+        _killpg(r.popen.pid, sig)
+        if sig != signal.SIGKILL:
+            # A stopped process (SIGSTOP, a debugger, Ctrl-Z in its own terminal) keeps
+            # sig pending until continued: without SIGCONT, stopping it would cost the
+            # whole --kill-timeout before SIGKILL.
+            _killpg(r.popen.pid, signal.SIGCONT)
 
     def _stop_all(self, sig: int) -> None:
         for r in self._ranks:

@@ -8,9 +8,9 @@ Variables travel on the command line, each shell-quoted, except the job secret: 
 launcher writes it as the first line of ssh's standard input, where WRAPPER reads it,
 so it never appears in any process's argv (``ps``) on either machine. The launcher then
 keeps standard input open: when it closes (the launcher stops the rank, dies, or the
-connection drops) WRAPPER's watchdog sends the rank SIGTERM and, after the grace period,
-SIGKILL. WRAPPER exits with the rank's status (128+N when killed by signal N), which
-ssh passes back.
+connection drops) WRAPPER's watchdog sends the rank SIGTERM (and SIGCONT, in case it is
+stopped) and, after the grace period, SIGKILL. WRAPPER exits with the rank's status
+(128+N when killed by signal N), which ssh passes back.
 """
 
 from __future__ import annotations
@@ -28,15 +28,18 @@ NO_SECRET_STATUS = 111
 
 # POSIX sh, no single quotes (so shlex.quote leaves it readable). $1.. is the command.
 # Background jobs get /dev/null as stdin, so the watchdog reads the real one through fd 3.
+# SIGCONT follows every SIGTERM: a stopped rank would hold SIGTERM pending, and only
+# die by the SIGKILL after GRACE seconds.
 _WRAPPER = """\
 IFS= read -r PYTFCOMM_SECRET || { echo "pytfcomm-run: no job secret on stdin" >&2; exit 111; }
 export PYTFCOMM_SECRET
 "$@" </dev/null &
 pid=$!
-trap "kill -TERM $pid 2>/dev/null" TERM INT HUP
+trap "kill -TERM $pid 2>/dev/null; kill -CONT $pid 2>/dev/null" TERM INT HUP
 exec 3<&0
 { while IFS= read -r _; do :; done
-  kill -TERM $pid 2>/dev/null; sleep GRACE; kill -KILL $pid 2>/dev/null; } <&3 >/dev/null 2>&1 &
+  kill -TERM $pid 2>/dev/null; kill -CONT $pid 2>/dev/null
+  sleep GRACE; kill -KILL $pid 2>/dev/null; } <&3 >/dev/null 2>&1 &
 watch=$!
 exec 3<&-
 while :; do

@@ -8,6 +8,11 @@ Modes (every wait is bounded, so a broken launcher cannot leave these running lo
   line longer than the relay's limit, a last line without newline);
 * ``fail CODE|kill FAIL_RANK``: every rank writes its pid (and a grandchild's) and
   sleeps; FAIL_RANK, once all pids are written, exits with CODE or SIGKILLs itself;
+* ``stop CODE FAIL_RANK STOP_RANK [own-group]``: like ``fail``, but STOP_RANK stops
+  itself with SIGSTOP (first moving into a process group of its own with
+  ``own-group``, as a remote rank sits outside the ssh client's group), and
+  FAIL_RANK exits only once STOP_RANK is seen stopped, writing the time to
+  OUTDIR/failed_at;
 * ``wait``: write the pid, record the first SIGINT/SIGTERM in OUTDIR/got<r>, exit 0;
 * ``allreduce``: ``pytfcomm.init()`` and print an all-reduce, its argv and TF_CONFIG.
 """
@@ -72,6 +77,35 @@ def fail_mode(out: Path, how: str, fail_rank: int, size: int) -> None:
     time.sleep(MAX_WAIT)
 
 
+def _stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped (state T in /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+def stop_mode(out: Path, code: int, fail_rank: int, stop_rank: int, own_group: bool) -> None:
+    r = _rank()
+    child = subprocess.Popen(["sleep", str(MAX_WAIT)])
+    if r == stop_rank and own_group:
+        os.setpgid(0, 0)
+    _write(out / f"pid{r}", f"{os.getpid()} {child.pid}")
+    if r == stop_rank:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif r == fail_rank:
+        deadline = time.monotonic() + MAX_WAIT
+        stop_file = out / f"pid{stop_rank}"
+        while time.monotonic() < deadline:
+            if stop_file.exists() and _stopped(int(stop_file.read_text().split()[0])):
+                _write(out / "failed_at", repr(time.time()))  # when the stop began
+                sys.exit(code)
+            time.sleep(0.05)
+        sys.exit(f"rank {stop_rank} never stopped")
+    time.sleep(MAX_WAIT)
+
+
 def wait_mode(out: Path) -> None:
     r = _rank()
 
@@ -103,6 +137,9 @@ def main() -> None:
         lines_mode(out)
     elif mode == "fail":
         fail_mode(out, sys.argv[3], int(sys.argv[4]), int(os.environ["PYTFCOMM_SIZE"]))
+    elif mode == "stop":
+        own_group = sys.argv[6:7] == ["own-group"]
+        stop_mode(out, int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), own_group)
     elif mode == "wait":
         wait_mode(out)
     elif mode == "allreduce":

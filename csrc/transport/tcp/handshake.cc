@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -44,7 +45,96 @@ std::string bytes_of(const T& v) {
   return std::string(reinterpret_cast<const char*>(&v), sizeof(v));
 }
 
+// Reasons are ours, but some quote what the peer sent: keep each bounded.
+constexpr size_t kMaxReasonChars = 160;
+
+// "1.2.3.4:5" -> "1.2.3.4", "[::1]:5" -> "::1": refusals are counted per address.
+std::string host_part(const std::string& from) {
+  std::string host = from.substr(0, from.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+// Logs the summaries still owed when accept_peers returns or throws.
+struct FinalFlush {
+  RefusalLog& log;
+  ~FinalFlush() {
+    try {
+      for (auto& line : log.flush(Clock::now(), true)) PTC_LOG(kWarn, line);
+    } catch (...) {  // logging must not turn an error into std::terminate
+    }
+  }
+};
+
 }  // namespace
+
+std::string RefusalLog::refuse(const std::string& from, const std::string& why, TimePoint now) {
+  std::string host = host_part(from);
+  auto it = sources_.find(host);
+  if (it == sources_.end() && sources_.size() < limits_.max_sources) {
+    it = sources_.emplace(host, Source{}).first;
+  }
+  bool other = it == sources_.end();
+  Source& s = other ? others_ : it->second;
+  s.last = now;
+  if (now - window_ >= std::chrono::duration<double>(limits_.interval_s)) {
+    window_ = now;
+    window_lines_ = 0;
+  }
+  if (!other && s.logged < limits_.lines_per_source && window_lines_ < limits_.lines_per_interval) {
+    ++s.logged;
+    ++window_lines_;
+    return str_cat("refused connection from ", from, " to ", what_, ": ", why);
+  }
+  if (s.counted++ == 0) s.since = now;
+  std::string reason = why.substr(0, kMaxReasonChars);
+  auto r = std::find_if(s.reasons.begin(), s.reasons.end(),
+                        [&](const auto& e) { return e.first == reason; });
+  if (r != s.reasons.end()) {
+    ++r->second;
+  } else if (s.reasons.size() < limits_.max_reasons) {
+    s.reasons.emplace_back(std::move(reason), 1);
+  } else {
+    ++s.other_reasons;
+  }
+  return "";
+}
+
+std::string RefusalLog::summary(const std::string& who, Source& s, TimePoint now) const {
+  char took[32];
+  std::snprintf(took, sizeof(took), "%.1f", std::chrono::duration<double>(now - s.since).count());
+  std::string line = str_cat("refused ", s.counted, s.logged > 0 ? " more" : "",
+                             s.counted == 1 ? " connection" : " connections", " from ", who, " to ",
+                             what_, " in the last ", took, " s (not logged one by one)");
+  const char* sep = "; reasons: ";
+  for (const auto& [reason, n] : s.reasons) {
+    line += str_cat(sep, reason, " [", n, "]");
+    sep = ", ";
+  }
+  if (s.other_reasons > 0) line += str_cat(sep, "other reasons [", s.other_reasons, "]");
+  s.counted = 0;
+  s.other_reasons = 0;
+  s.reasons.clear();
+  s.since = now;
+  return line;
+}
+
+std::vector<std::string> RefusalLog::flush(TimePoint now, bool final) {
+  auto interval = std::chrono::duration<double>(limits_.interval_s);
+  std::vector<std::string> lines;
+  auto due = [&](const Source& s) { return s.counted > 0 && (final || now - s.since >= interval); };
+  for (auto it = sources_.begin(); it != sources_.end();) {
+    if (due(it->second)) lines.push_back(summary(it->first, it->second, now));
+    // Quiet for an interval: forget it, which frees its slot and its full lines.
+    if (it->second.counted == 0 && now - it->second.last >= interval) {
+      it = sources_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (due(others_)) lines.push_back(summary("other addresses", others_, now));
+  return lines;
+}
 
 size_t AcceptorSession::wanted() const {
   if (state_ == State::kHello) return sizeof(hello_) - got_;
@@ -169,14 +259,17 @@ std::vector<AcceptedPeer> accept_peers(int listener, int count, const AuthConfig
                                        const std::string& what, const FatalHook& on_fatal) {
   std::vector<AcceptedPeer> done;
   std::vector<Pending> pending;
+  RefusalLog refusals(what);
+  FinalFlush final_flush{refusals};
   auto drop = [&](size_t i, const std::string& why) {
-    PTC_LOG(kWarn, "refused connection from ", pending[i].from.to_string(), " to ", what, ": ",
-            why);
+    std::string line = refusals.refuse(pending[i].from.to_string(), why, Clock::now());
+    if (!line.empty()) PTC_LOG(kWarn, line);
     pending.erase(pending.begin() + static_cast<long>(i));
   };
   while (static_cast<int>(done.size()) < count) {
     poll_interrupt();
     auto now = Clock::now();
+    for (auto& line : refusals.flush(now)) PTC_LOG(kWarn, line);
     if (now >= deadline) {
       PTC_THROW(kTimeout, "timed out waiting for ", count - static_cast<int>(done.size()),
                 " more rank(s) to connect to ", what,

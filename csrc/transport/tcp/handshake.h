@@ -8,7 +8,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "transport/tcp/socket.h"
@@ -56,6 +58,54 @@ class AcceptorSession {
   size_t got_ = 0;
   std::string outbox_;
   std::string error_;
+};
+
+// What a listener says about the connections it refuses. A flood of bogus
+// connections must flood neither the log nor memory: per source address,
+// the first few refusals are logged in full; later ones are counted, per
+// reason, and summarised at most once per interval. At most max_sources
+// addresses are tracked at once; any others share one entry. An address
+// that stopped refusing for an interval is forgotten (and gets full lines
+// again). Times come in as arguments, so tests can drive it.
+class RefusalLog {
+ public:
+  struct Limits {
+    int lines_per_source = 5;     // full lines per address while it keeps refusing
+    int lines_per_interval = 10;  // full lines per interval, all addresses together
+    double interval_s = 10;       // at most one summary per address per interval
+    size_t max_sources = 8;       // addresses tracked at once
+    size_t max_reasons = 6;       // distinct reasons counted per address
+  };
+
+  explicit RefusalLog(std::string what) : RefusalLog(std::move(what), Limits{}) {}
+  RefusalLog(std::string what, const Limits& limits) : what_(std::move(what)), limits_(limits) {}
+
+  // A refused connection from `from` ("ip:port"): the line to log now, or ""
+  // when it is only counted.
+  std::string refuse(const std::string& from, const std::string& why, TimePoint now);
+  // Summaries of the counted refusals that are due at `now`; with `final`,
+  // of all of them (the listener closes).
+  std::vector<std::string> flush(TimePoint now, bool final = false);
+  // Addresses tracked now (bounded by max_sources).
+  size_t tracked() const { return sources_.size(); }
+
+ private:
+  struct Source {
+    TimePoint since{};  // first refusal counted since the last summary
+    TimePoint last{};   // last refusal
+    int logged = 0;     // full lines so far
+    long counted = 0;   // refusals counted since the last summary
+    std::vector<std::pair<std::string, long>> reasons;
+    long other_reasons = 0;
+  };
+  std::string summary(const std::string& who, Source& s, TimePoint now) const;
+
+  std::string what_;
+  Limits limits_;
+  std::map<std::string, Source> sources_;
+  Source others_;  // refusals from addresses beyond max_sources
+  TimePoint window_{};
+  int window_lines_ = 0;
 };
 
 struct AcceptedPeer {

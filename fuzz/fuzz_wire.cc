@@ -1,12 +1,14 @@
 // libFuzzer target for everything pytfcomm parses off the network: the
-// acceptor's handshake state machine (the code every listener runs) and the
+// acceptor's handshake state machine (the code every listener runs), the
 // validators of challenges, confirmations, join replies, address tables and
-// frame headers (data, status and abort frames). Build and run with fuzz/run.sh.
+// frame headers (data, status, beat, round and abort frames), and negotiation
+// records (engine/round_record.h). Build and run with fuzz/run.sh.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "engine/round_record.h"
 #include "transport/tcp/handshake.h"
 #include "transport/wire_check.h"
 
@@ -49,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   static const AuthConfig with_secret{"fuzzing-secret-0123456789", 0};
   static const AuthConfig without_secret{"", 1};
-  uint8_t mode = data[0] % 4;
+  uint8_t mode = data[0] % 5;
   data++;
   size--;
   switch (mode) {
@@ -69,6 +71,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto e =
             load<wire::PeerEntry>(data + sizeof(wire::JoinReply), size - sizeof(wire::JoinReply));
         (void)wire::check_peer_entry(e, 2);
+      }
+      break;
+    }
+    case 3: {
+      // A negotiation record from a hostile peer: accepted records must point
+      // only inside themselves and describe only known kinds and types.
+      pytfcomm::ParsedRecord rec;
+      if (!pytfcomm::parse_record(reinterpret_cast<const char*>(data), size, 7, 4, &rec).empty()) {
+        break;
+      }
+      for (const auto& a : rec.entries) {
+        const char* base = reinterpret_cast<const char*>(data);
+        if (a.data && (a.data < base || a.data + a.data_bytes > base + size)) __builtin_trap();
+        if (a.data && a.data_bytes != a.desc.count * pytfcomm::dtype_size(a.desc.dtype)) {
+          __builtin_trap();
+        }
       }
       break;
     }

@@ -31,9 +31,24 @@ def main() -> None:
     proof = struct.pack("<II", PROOF_MAGIC, 0) + bytes(32)
     (out / "seed_secret_hello").write_bytes(b"\0" + chunked(hello(2, 1, 4, 1)))
     (out / "seed_plain_handshake").write_bytes(b"\1" + chunked(hello(1, 2, 4, 0) + proof))
-    (out / "seed_frame").write_bytes(b"\3" + struct.pack("<IIQ", 0x41544144, 0, 64) + bytes(24))
+    (out / "seed_frame").write_bytes(b"\4" + struct.pack("<IIQ", 0x41544144, 0, 64) + bytes(24))
     # An ABRT frame of a rank that timed out (reserved = kAbortTimeout), 40 bytes of reason.
-    (out / "seed_abort").write_bytes(b"\3" + struct.pack("<IIQ", 0x54524241, 1, 40) + bytes(24))
+    (out / "seed_abort").write_bytes(b"\4" + struct.pack("<IIQ", 0x54524241, 1, 40) + bytes(24))
+    (out / "seed_record").write_bytes(b"\3" + record())
+
+
+def record() -> bytes:
+    """A negotiation record of round 7 (engine/round_record.h): one all-reduce of
+    4 float32 with its input, and one withdrawal."""
+    entries, withdrawals = 1, 1
+    table = 32 + 96 * entries + 16 * withdrawals
+    data_at = (table + 63) // 64 * 64
+    total = data_at + 64
+    head = struct.pack("<IHHQQQ", 0x4F47454E, entries, withdrawals, 7, total, 0)
+    entry = struct.pack("<QQQQQIiBBBBI", 11, 3, 4, data_at, 16, 0, 0, 1, 2, 0, 0, 1)
+    entry += b"allreduce #3 of MainThread".ljust(40, b"\0")
+    body = head + entry + struct.pack("<QQ", 12, 5)
+    return body.ljust(data_at, b"\0") + struct.pack("<4f", 1, 2, 3, 4).ljust(64, b"\0")
 
 
 if __name__ == "__main__":

@@ -60,3 +60,30 @@ def test_info_command_prints_build_config() -> None:
     assert data["transports"] == ["tcp", "shm"]
     assert data["reduce_isa"] in ("avx2", "generic")
     assert "PYTFCOMM_TIMEOUT" in data["params"]
+
+
+def test_a_corrected_environment_counts_at_the_next_init() -> None:
+    """PYTFCOMM_TIMEOUT=1e300 fails init(); fixing the variable in the same process
+    must make the next init() use the new value (it kept reporting '1e300')."""
+    code = (
+        "import os, pytfcomm\n"
+        "from pytfcomm import _core\n"
+        "os.environ['PYTFCOMM_TIMEOUT'] = '1e300'\n"
+        "try:\n"
+        "    pytfcomm.init(rank=0, size=1)\n"
+        "    print('NO ERROR')\n"
+        "except pytfcomm.ConfigError as e:\n"
+        "    print('FIRST', e)\n"
+        "os.environ['PYTFCOMM_TIMEOUT'] = '7'\n"
+        "comm = pytfcomm.init(rank=0, size=1)\n"
+        "print('SECOND', dict(_core.params())['PYTFCOMM_TIMEOUT'])\n"
+        "os.environ['PYTFCOMM_TIMEOUT'] = '9'\n"
+        "pytfcomm.init(rank=0, size=1)\n"
+        "print('THIRD', dict(_core.params())['PYTFCOMM_TIMEOUT'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd="/"
+    )
+    assert "FIRST PYTFCOMM_TIMEOUT='1e300' is not valid" in out.stdout, out
+    assert "SECOND 7 s" in out.stdout, out
+    assert "THIRD 9 s" in out.stdout, out

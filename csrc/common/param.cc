@@ -3,7 +3,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "common/error.h"
 
@@ -101,15 +103,18 @@ Params load() {
   return p;
 }
 
-// Every Params ever loaded stays allocated: a reference handed out before a
-// reload must stay valid (reloads happen once per new communicator).
+// Every Params ever loaded stays allocated (and reachable, in `g_loaded`): a
+// reference handed out before a reload must stay valid. Reloads happen once
+// per new communicator, so this grows by a few hundred bytes per init().
 std::atomic<const Params*> g_current{nullptr};
 std::mutex g_load_mu;
+auto* g_loaded = new std::vector<std::unique_ptr<const Params>>();
 
 const Params* load_and_publish() {
-  Params* fresh = new Params(load());  // throws kConfig: nothing published
-  g_current.store(fresh, std::memory_order_release);
-  return fresh;
+  auto fresh = std::make_unique<const Params>(load());  // throws kConfig: nothing published
+  g_current.store(fresh.get(), std::memory_order_release);
+  g_loaded->push_back(std::move(fresh));
+  return g_loaded->back().get();
 }
 
 }  // namespace

@@ -12,7 +12,12 @@ worker; the kernel adds the loop frame and iteration it runs in. An eager op
 is keyed by its thread's name: the same stream as the thread's NumPy
 collectives, since eager ops run in program order.
 
-Ordering tokens (``ordered``): cross-process collectives of one graph run in program order.
+Ordering tokens (``ordered``): only GPU groups still need them (their NCCL
+groups are matched in order; csrc/gpu). CPU ops run whenever their inputs are
+ready: the instance keys make any order safe, and independent collectives can
+then overlap.
+
+What follows was written for the GPU groups: cross-process collectives of one graph run in program order.
 
 A graph's ops run when their inputs are ready, in any order, and differently
 on every worker; two workers that start the same two collectives in opposite
@@ -59,8 +64,9 @@ def instance_key() -> str:
 def ordered(
     handle: int, build: Callable[[], Sequence[Any]], group_key: int | None = None
 ) -> Sequence[Any]:
-    """``build()`` (which creates one pytfcomm op), chained after the previous collective."""
-    if not handle or tf.executing_eagerly():
+    """``build()`` (which creates one pytfcomm op); GPU group ops chained after the
+    previous collective of the graph, other ops as they are (see the module docstring)."""
+    if not handle or tf.executing_eagerly() or group_key is None:
         return build()
     graph = tf.compat.v1.get_default_graph()
     # (key of the last collective's group or None, its predecessors, its ops)

@@ -261,26 +261,19 @@ def _tape_loop(tf, k, x, y, local: int, compression: str | None) -> list[np.ndar
     return _weights(model)
 
 
-def ordering(rank: int, size: int, addr: str, mode: str, chain: bool = True) -> dict:
+def ordering(rank: int, size: int, addr: str, mode: str) -> dict:
     """Many independent cross-process all-reduces, readied in a different order on each rank.
 
     Op i's input costs a few matmuls on ranks where (i + rank) is even and
     nothing elsewhere, so with 4 inter-op threads each rank finishes inputs
-    in a different order. ``chain=False`` turns pytfcomm's ordering tokens
-    off (to show what they prevent).
+    in a different order.
     """
     import tensorflow as tf
 
     tf.config.threading.set_inter_op_parallelism_threads(4)
     import pytfcomm
     import pytfcomm.tf as ptf
-    from pytfcomm.tf import _ordering
 
-    if not chain:
-        _ordering.ordered = lambda handle, build: build()
-        import pytfcomm.tf.collectives as coll
-
-        coll.ordered = _ordering.ordered
     comm = pytfcomm.init(rank=rank, size=size, addr=addr)
     n_ops = 48
 
@@ -316,11 +309,14 @@ def ordering(rank: int, size: int, addr: str, mode: str, chain: bool = True) -> 
 
 
 def tf_fault(rank: int, size: int, addr: str, fault: str) -> dict:
-    """A training loop on every rank; the last rank dies ("crash") or stalls ("hang").
+    """A training loop on every rank; the last rank dies ("crash"), stalls in user
+    code ("hang", a 3 s collective deadline), or is stopped ("stop", SIGSTOP, with
+    no deadline set: the default 600 s).
 
     The other ranks must see the matching tf.errors class from the step,
     catch it in their loop, and report how long detection took.
     """
+    import signal
     import time
 
     tf = _tf(1)
@@ -328,7 +324,8 @@ def tf_fault(rank: int, size: int, addr: str, fault: str) -> dict:
 
     pytfcomm.init(rank=rank, size=size, addr=addr)
     w = tf.Variable(tf.ones([1000]))
-    opts = tf.distribute.experimental.CommunicationOptions(timeout_seconds=3.0)
+    opts = tf.distribute.experimental.CommunicationOptions(
+        timeout_seconds=None if fault == "stop" else 3.0)
 
     @tf.function
     def step():
@@ -345,6 +342,13 @@ def tf_fault(rank: int, size: int, addr: str, fault: str) -> dict:
     if rank == victim:
         if fault == "crash":
             os._exit(17)
+        if fault == "stop":
+            # Something must end a stopped process once the test has its answer.
+            import subprocess
+
+            subprocess.Popen(["sh", "-c", f"sleep 30; kill -9 {os.getpid()}"],
+                             start_new_session=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
         time.sleep(30)  # hung: the others give up at the 3 s deadline
         return {"victim": True}
     t0 = time.monotonic()

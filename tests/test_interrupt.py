@@ -1,0 +1,69 @@
+"""Ctrl-C (SIGINT) ends a blocked collective or init() within about a second: the
+caller gets KeyboardInterrupt, the communicator is closed and its peers are told
+(docs/reliability.md)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from _harness import collect, start_ranks
+
+
+def _signal_when_blocked(workdir: Path, pid: int, wait: float = 0.5) -> float:
+    """Send SIGINT `wait` seconds after rank 0 said it is about to block."""
+    mark = workdir / "blocked0"
+    deadline = time.monotonic() + 60
+    while not mark.exists():
+        assert time.monotonic() < deadline, "the rank never got to block"
+        time.sleep(0.01)
+    time.sleep(wait)
+    t = time.time()
+    os.kill(pid, signal.SIGINT)
+    return t
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("n", [16, 1 << 18], ids=["small", "large"])
+def test_ctrl_c_in_a_blocked_collective(transport: str, n: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="pytfcomm-sigint-") as tmp:
+        workdir = Path(tmp)
+        procs, results, _ = start_ranks(
+            2, "interrupt_workers:interrupted_collective", n, workdir=workdir,
+            env={"PYTFCOMM_TRANSPORT": transport, "PYTFCOMM_TIMEOUT": "600"},
+        )
+        t_sent = _signal_when_blocked(workdir, procs[0].pid)
+        outcomes = collect(procs, results, workdir, 60)
+    (ok0, r0), (ok1, r1) = outcomes[0], outcomes[1]
+    assert ok0 and ok1, outcomes
+    assert r0["type"] == "KeyboardInterrupt", r0
+    assert r0["t_raised"] - t_sent < 1.5, r0["t_raised"] - t_sent
+    assert r0["closed"], r0
+    # The peer is told why, at once: at its first call, or, when rank 0's input
+    # had already reached it, after that call completed with the right sum.
+    assert r1["results"] in ([], [2.0]), r1
+    assert r1["type"] == "PeerLostError", r1
+    assert "interrupted by the user" in r1["message"] and "rank 0" in r1["message"], r1
+    assert r1["seconds"] < 5, r1
+
+
+def test_ctrl_c_in_init() -> None:
+    """Rank 0 of 2 waits in init() for a rank 1 that never comes."""
+    with tempfile.TemporaryDirectory(prefix="pytfcomm-sigint-") as tmp:
+        workdir = Path(tmp)
+        procs, results, _ = start_ranks(
+            2, "interrupt_workers:interrupted_init", workdir=workdir,
+            env={"PYTFCOMM_CONNECT_TIMEOUT": "600"},
+        )
+        procs[1].kill()  # rank 1 never joins
+        procs[1].wait()
+        t_sent = _signal_when_blocked(workdir, procs[0].pid, wait=1.0)
+        outcomes = collect(procs[:1], results[:1], workdir, 30)
+    ok, res = outcomes[0]
+    assert ok, res
+    assert res["type"] == "KeyboardInterrupt", res
+    assert res["t_raised"] - t_sent < 1.5, res["t_raised"] - t_sent

@@ -1,0 +1,51 @@
+"""TF collectives meet across workers whatever order each worker issues them in:
+several threads, tf.compat.v1 graphs, tf.cond, tf.while_loop, Keras 3 mixed
+precision and steps_per_execution (docs/negotiation.md). Each case on 2 and 3
+workers; results are checked value by value, so a mix-up cannot pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _harness import free_port
+
+pytest.importorskip("tensorflow")
+
+WORKERS = [2, 3]
+ENV = {"PYTFCOMM_TIMEOUT": "60"}
+
+
+@pytest.mark.parametrize("n", WORKERS)
+def test_two_functions_in_two_threads(ranks, n):
+    outs = ranks(n, "tf_order_workers:two_functions_concurrently", 60, timeout=300, env=ENV)
+    for r, o in enumerate(outs):
+        assert o["n_wrong"] == 0, (r, o["wrong"])
+
+
+@pytest.mark.parametrize("n", WORKERS)
+def test_graph_ops_issued_in_opposite_orders(ranks, n):
+    outs = ranks(n, "tf_order_workers:graph_reversed", timeout=300, env=ENV)
+    for r, o in enumerate(outs):
+        assert o["ok"], (r, o["results"])
+
+
+@pytest.mark.parametrize("n", WORKERS)
+def test_cond_and_while_loop(ranks, n):
+    outs = ranks(n, "tf_order_workers:cond_and_while", 12, timeout=300, env=ENV)
+    for r, o in enumerate(outs):
+        assert o["wrong"] == [], (r, o["wrong"])
+
+
+@pytest.mark.parametrize("case", ["mixed_float16", "steps_per_execution"])
+@pytest.mark.parametrize("n", WORKERS)
+def test_keras_fit(ranks, n, case):
+    """These ran 1-9 steps, then failed with "ranks disagree" or hung."""
+    tf_ports = [free_port() for _ in range(n)]
+    outs = ranks(n, "tf_order_workers:keras_fit", tf_ports, case, timeout=400, env=ENV)
+    for o in outs:
+        assert o["finite"], o
+        # Every worker ends with the same weights.
+        np.testing.assert_array_equal(o["checksum"], outs[0]["checksum"])
+    if case == "mixed_float16":
+        assert outs[0]["optimizer"] == "LossScaleOptimizer", outs[0]
+    assert outs[0]["loss"][-1] < outs[0]["loss"][0], outs[0]["loss"]

@@ -1,0 +1,100 @@
+"""Rank functions for tests/test_interrupt.py and tests/test_liveness.py: Ctrl-C in
+a blocked call, and a peer that stops answering (SIGSTOP)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+
+import pytfcomm
+
+
+def _describe(exc: BaseException) -> dict:
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def _mark(name: str) -> None:
+    tmp = Path(f"{name}.{os.getpid()}.tmp")
+    tmp.write_text(repr(time.time()))
+    os.replace(tmp, name)
+
+
+def interrupted_collective(rank: int, size: int, addr: str, n: int) -> dict:
+    """Rank 0 blocks in a collective rank 1 joins only much later; the test sends
+    rank 0 SIGINT. Rank 0 must raise KeyboardInterrupt about at once, closed; rank 1,
+    when it comes, must learn that rank 0 was interrupted."""
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr)
+    comm.barrier()
+    out: dict = {}
+    if rank == 0:
+        _mark("blocked0")
+        try:
+            comm.allreduce(np.ones(n, np.float32))
+            out["type"] = None
+        except KeyboardInterrupt:
+            out["type"] = "KeyboardInterrupt"
+        out["t_raised"] = time.time()
+        out["closed"] = comm.closed
+        _mark("raised")
+        return out
+    # Rank 1 arrives once rank 0 has given up. Rank 0's input may already be
+    # with the others (a small one travels with its negotiation record): then
+    # this call completes with the right sum, and the next one learns.
+    deadline = time.time() + 30
+    while not Path("raised").exists() and time.time() < deadline:
+        time.sleep(0.02)
+    t0 = time.time()
+    out["results"] = []
+    try:
+        for _ in range(2):
+            out["results"].append(float(comm.allreduce(np.ones(n, np.float32))[0]))
+        out["type"] = None
+    except pytfcomm.CommError as exc:
+        out.update(_describe(exc))
+    out["seconds"] = time.time() - t0
+    return out
+
+
+def interrupted_init(rank: int, size: int, addr: str) -> dict:
+    """Rank 0 waits in init() for a rank that never starts; SIGINT ends it."""
+    _mark(f"blocked{rank}")
+    try:
+        pytfcomm.init(rank=rank, size=size, addr=addr)
+        return {"type": None}
+    except KeyboardInterrupt:
+        return {"type": "KeyboardInterrupt", "t_raised": time.time()}
+
+
+def stopped_peer(rank: int, size: int, addr: str, victim: int, busy: bool) -> dict:
+    """`victim` stops itself (SIGSTOP) with the default deadlines; the others, in a
+    collective (busy) or idle at the moment it stops, must name it within the
+    liveness timeout, far below PYTFCOMM_TIMEOUT."""
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr)
+    x = np.ones(1 << 16, np.float32)
+    comm.allreduce(x)
+    comm.barrier()
+    if rank == victim:
+        _mark("stopped")
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return {"victim": True}
+    deadline = time.time() + 30
+    while not Path("stopped").exists() and time.time() < deadline:
+        time.sleep(0.01)
+    t_stop = float(Path("stopped").read_text())
+    if not busy:
+        time.sleep(12)  # idle past the liveness timeout: the background thread notices
+    out: dict = {}
+    try:
+        for _ in range(100_000):
+            comm.allreduce(x)
+        out["type"] = None
+    except pytfcomm.CommError as exc:
+        out.update(_describe(exc))
+    out["seconds"] = time.time() - t_stop
+    out["closed"] = comm.closed
+    comm.close()
+    return out

@@ -12,27 +12,15 @@ worker; the kernel adds the loop frame and iteration it runs in. An eager op
 is keyed by its thread's name: the same stream as the thread's NumPy
 collectives, since eager ops run in program order.
 
-Ordering tokens (``ordered``): only GPU groups still need them (their NCCL
-groups are matched in order; csrc/gpu). CPU ops run whenever their inputs are
-ready: the instance keys make any order safe, and independent collectives can
-then overlap.
-
-What follows was written for the GPU groups: cross-process collectives of one graph run in program order.
-
-A graph's ops run when their inputs are ready, in any order, and differently
-on every worker; two workers that start the same two collectives in opposite
-orders would pair the wrong tensors or wait for each other forever. Every
-pytfcomm op that talks to other processes, built in a graph (``tf.function``,
-``tf.compat.v1`` graphs, gradient graphs), gets a control dependency on the
-previous such collective of its graph, so each worker runs them in the order
-the program built them, which is the same everywhere. (``tf.function``
-already chains stateful ops; this also covers graphs built without automatic
-control dependencies.) Eager ops run in program order anyway.
-
-A GPU all-reduce is a *group* of ops, one per local GPU, that wait for each
-other: they must never be chained to one another. Every op of a group
-(``group_key``) depends on the collective before the group, and the next
-collective depends on every op of the group.
+Ordering tokens (``ordered``): CPU ops run whenever their inputs are ready,
+since their keys make any order safe (and independent collectives overlap).
+Only GPU groups still need tokens: their NCCL launches (csrc/gpu) pair up in
+the order ranks reach them. Every GPU group op built in a graph gets a control
+dependency on the previous GPU collective of its graph, so each worker runs
+them in the order the program built them. A GPU all-reduce is a *group* of
+ops, one per local GPU, that wait for each other: they must never be chained
+to one another. Every op of a group (``group_key``) depends on the collective
+before the group, and the next collective depends on every op of the group.
 """
 
 from __future__ import annotations

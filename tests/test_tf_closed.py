@@ -42,9 +42,15 @@ def test_after_close(ranks):
         _check(res)
 
 
-def test_after_a_mismatch_closed_it(ranks):
-    for res in ranks(2, "closed_workers:after_close", "mismatch", timeout=240):
-        assert res["after"]["closed_by"]["raised"] == "MismatchError", res["after"]["closed_by"]
+def test_after_a_deadline_closed_it(ranks):
+    outs = ranks(2, "closed_workers:after_close", "deadline", timeout=240)
+    # Rank 0 times out; rank 1, which comes 3 s late, has heard of it by then
+    # (its background thread took the abort in): closed, and why.
+    assert outs[0]["after"]["closed_by"]["raised"] == "CommTimeoutError", outs[0]
+    late = outs[1]["after"]["closed_by"]
+    assert late["raised"] in ("CommTimeoutError", "CommClosedError"), late
+    assert "timed out" in late["message"], late
+    for res in outs:
         _check(res)
 
 

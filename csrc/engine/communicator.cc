@@ -330,9 +330,10 @@ void Communicator::check_usable_locked() const {
   check_process();
   if (!closed_) return;
   if (!failure_.empty()) {
-    throw Error(failure_kind_ == ErrorKind::kClosed ? ErrorKind::kClosed : failure_kind_,
-                str_cat("this communicator was closed after an earlier error: ", failure_,
-                        " -- create a new one with pytfcomm.init()"));
+    // The calls that were waiting got the root cause's class; later ones are
+    // told the communicator is closed, and why.
+    PTC_THROW(kClosed, "this communicator was closed after an earlier error: ", failure_,
+              " -- create a new one with pytfcomm.init()");
   }
   PTC_THROW(kClosed, "this communicator is closed; create a new one with pytfcomm.init()");
 }

@@ -206,7 +206,6 @@ class Communicator {
   bool closed_ = false;
   bool stop_ = false;    // the background thread must end
   std::string failure_;  // why the communicator was closed by an error
-  ErrorKind failure_kind_ = ErrorKind::kClosed;
 
   // The driver's (one thread at a time, while driving_).
   Negotiator negotiator_;

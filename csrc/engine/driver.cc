@@ -344,10 +344,7 @@ void Communicator::fail(const std::exception_ptr& error, ErrorKind kind, const s
   std::string why = str_cat(error_kind_name(kind), " error in ", context_, ": ", what);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (failure_.empty()) {
-      failure_ = why;
-      failure_kind_ = kind;
-    }
+    if (failure_.empty()) failure_ = why;
     closed_ = true;
   }
   PTC_LOG(kError, why);

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -84,9 +85,11 @@ def _entry_points(tf, keras, rank: int) -> dict[str, Callable[[], Any]]:
 def after_close(rank: int, size: int, addr: str, how: str) -> dict:
     """Run every entry point eagerly and traced, close the communicator by ``how``, rerun.
 
-    ``how``: "close" (every rank calls close()), "mismatch" (the ranks all-reduce
-    different shapes: an error on every rank closes it), "peer_exit" (the last
-    rank exits; the others' next collective fails and closes it).
+    ``how``: "close" (every rank calls close()), "deadline" (rank 0's collective
+    times out waiting for rank 1, which comes too late: an error on every rank
+    closes it; a mere disagreement would not, it leaves the communicator
+    usable), "peer_exit" (the last rank exits; the others' next collective fails
+    and closes it).
     """
     from tf_setup import tf_with_devices
 
@@ -105,8 +108,10 @@ def after_close(rank: int, size: int, addr: str, how: str) -> dict:
     comm.barrier()
     if how == "close":
         comm.close()
-    elif how == "mismatch":
-        closed_by = _outcome(lambda: comm.allreduce(np.ones(rank + 1, np.float32)))
+    elif how == "deadline":
+        if rank != 0:
+            time.sleep(3.0)
+        closed_by = _outcome(lambda: comm.allreduce(np.ones(1000, np.float32), timeout=1.0))
     elif how == "peer_exit":
         if rank == size - 1:
             os._exit(0)

@@ -97,8 +97,12 @@ def stop_mode(out: Path, code: int, fail_rank: int, stop_rank: int, own_group: b
     elif r == fail_rank:
         deadline = time.monotonic() + MAX_WAIT
         stop_file = out / f"pid{stop_rank}"
+        size = int(os.environ["PYTFCOMM_SIZE"])
         while time.monotonic() < deadline:
-            if stop_file.exists() and _stopped(int(stop_file.read_text().split()[0])):
+            # Every rank has started (the test counts them all), and the one
+            # meant to stop has.
+            started = all((out / f"pid{i}").exists() for i in range(size))
+            if started and _stopped(int(stop_file.read_text().split()[0])):
                 _write(out / "failed_at", repr(time.time()))  # when the stop began
                 sys.exit(code)
             time.sleep(0.05)

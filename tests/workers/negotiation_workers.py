@@ -93,12 +93,14 @@ def unmatched_then_usable(rank: int, size: int, addr: str) -> dict:
     alone, says what the others asked for instead, and the communicator works."""
     with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
         res: dict = {}
+        comm.barrier()
         t0 = time.monotonic()
         try:
+            # Rank 1 gives up first, while the others still wait for theirs.
             if rank == 1:
                 comm.allreduce(np.ones(5, np.float32), name="only-me", timeout=1.0)
             else:
-                comm.allreduce(np.ones(5, np.float32), name="everyone-else", timeout=1.0)
+                comm.allreduce(np.ones(5, np.float32), name="everyone-else", timeout=2.0)
         except pytfcomm.CommError as exc:
             res = {"type": type(exc).__name__, "message": str(exc)}
         res["seconds"] = time.monotonic() - t0

@@ -356,10 +356,11 @@ std::unique_ptr<Request> Communicator::make_request(CollectiveKind kind, const v
   return r;
 }
 
-void Communicator::enqueue_locked(Request* r, uint64_t stream, bool owned) {
+void Communicator::enqueue_locked(Request* r, uint64_t stream, bool owned, StreamState* st) {
   check_usable_locked();
+  if (!st) st = &streams_[stream];
   r->key.stream = stream;
-  r->key.seq = next_seq_[stream]++;
+  r->key.seq = st->next++;
   r->deadline = deadline_after(r->timeout_s);
   if (timeline_) r->submit_ns = Timeline::now_ns();
   submitted_.push_back(r);
@@ -410,42 +411,34 @@ void Communicator::run_sync(CollectiveKind kind, const void* in, void* out, size
   const bool named = key != nullptr && !key->name.empty();
   const ThreadStream& ts = thread_stream();
   const uint64_t stream = named ? stream_id("name", key->name) : ts.id;
-  const std::thread::id me = std::this_thread::get_id();
-  {
+  StreamState* in_use = nullptr;  // this thread's stream while the call runs
+  if (size_ > 1) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!named && size_ > 1) {
+    StreamState& st = streams_[stream];  // node-based: stays put
+    const std::thread::id me = std::this_thread::get_id();
+    if (!named && st.active > 0 && st.user != me) {
       // Two threads of one name would share one numbering: their calls
       // could pair with either thread's calls on the other ranks.
-      auto [it, fresh] = stream_users_.emplace(stream, me);
-      if (!fresh && it->second != me) {
-        PTC_THROW(kInvalidArgument, "two threads named '", ts.name,
-                  "' call collectives on this communicator at once; collectives are matched "
-                  "across ranks by thread name and call count, so give each thread its own "
-                  "name (threading.Thread(name=...)), or pass name= to the calls");
-      }
+      PTC_THROW(kInvalidArgument, "two threads named '", ts.name,
+                "' call collectives on this communicator at once; collectives are matched "
+                "across ranks by thread name and call count, so give each thread its own "
+                "name (threading.Thread(name=...)), or pass name= to the calls");
     }
-    if (size_ > 1) {
-      enqueue_locked(&r, stream, false);
-      // "allreduce #12 of MainThread" (no ostringstream: this is per call).
-      r.label.assign(kind_label(kind));
-      if (named) r.label.append(" '").append(key->name).append("'");
-      r.label.append(" #");
-      append_decimal(r.label, r.key.seq);
-      if (!named) r.label.append(" of ").append(ts.name);
+    enqueue_locked(&r, stream, false, &st);
+    if (!named) {
+      st.user = me;
+      ++st.active;
+      in_use = &st;
     }
+    // "allreduce #12 of MainThread" (no ostringstream: this is per call).
+    r.label.assign(kind_label(kind));
+    if (named) r.label.append(" '").append(key->name).append("'");
+    r.label.append(" #");
+    append_decimal(r.label, r.key.seq);
+    if (!named) r.label.append(" of ").append(ts.name);
   }
   if (size_ > 1) {
-    struct Release {
-      Communicator* c;
-      uint64_t stream;
-      bool active;
-      ~Release() {
-        if (!active) return;
-        std::lock_guard<std::mutex> lock(c->mu_);
-        c->stream_users_.erase(stream);
-      }
-    } release{this, stream, !named};
-    await(r);
+    await(r, in_use);
   } else {
     // One rank: the result is the input (a mean of one value is that value).
     const size_t bytes = count * dtype_size(dtype);

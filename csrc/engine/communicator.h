@@ -136,17 +136,24 @@ class Communicator {
  private:
   enum class RoundState { kBetween, kInRound };
 
+  // Calls numbered per stream; the thread using a thread stream right now.
+  struct StreamState {
+    uint64_t next = 0;
+    std::thread::id user;
+    int active = 0;
+  };
   // Called with mu_ held: checks the communicator can take a request,
   // gives it its key and queues it for the driver.
-  void enqueue_locked(Request* r, uint64_t stream, bool owned);
+  void enqueue_locked(Request* r, uint64_t stream, bool owned, StreamState* st = nullptr);
   void run_sync(algorithms::CollectiveKind kind, const void* in, void* out, size_t count,
                 DType dtype, ReduceOp op, Algorithm algorithm, int root, double timeout_s,
                 uint32_t shape_tag, const CallKey* key);
   void check_usable_locked() const;
   // Throws kClosed in a forked child (lock-free: call it before any lock).
   void check_process() const;
-  // Waits for `r`, driving the engine whenever no other thread does.
-  void await(Request& r);
+  // Waits for `r`, driving the engine whenever no other thread does; then
+  // releases `stream` (a thread stream in use by this call, or null).
+  void await(Request& r, StreamState* stream);
   // With mu_ held: gives up the driver role and wakes who may take it.
   void release_driver_locked();
 
@@ -195,9 +202,8 @@ class Communicator {
   int waiters_ = 0;                  // threads waiting on cv_
   std::vector<Request*> submitted_;  // not yet taken by the driver
   std::vector<std::unique_ptr<Request>> owned_submitted_;
-  std::unordered_map<uint64_t, uint64_t> next_seq_;             // by stream
-  std::unordered_map<uint64_t, std::thread::id> stream_users_;  // streams in a call now
-  bool driving_ = false;                                        // some thread drives
+  std::unordered_map<uint64_t, StreamState> streams_;
+  bool driving_ = false;               // some thread drives
   std::atomic<int> sync_waiters_{0};   // synchronous callers waiting for the role
   std::atomic<int> async_pending_{0};  // asynchronous requests not finished
   std::atomic<bool> has_submitted_{false};
@@ -220,6 +226,7 @@ class Communicator {
   double beat_s_ = 0;  // liveness heartbeat interval (0: off)
   std::unordered_map<Request*, std::unique_ptr<Request>> owned_;  // async requests
   std::vector<ParsedRecord> parsed_;
+  RecordWriter writer_;
   std::string context_;
   Algorithm last_algorithm_ = Algorithm::kAuto;
 

@@ -108,7 +108,8 @@ bool Communicator::eager_input(const Request& r, size_t* data_bytes) const {
 }
 
 void Communicator::publish_round() {
-  RecordWriter w(transport_->round_outbox(), transport_->round_capacity(), round_);
+  RecordWriter& w = writer_;
+  w.reset(transport_->round_outbox(), transport_->round_capacity(), round_);
   // Withdrawals first: a key withdrawn here cannot be decided in this round.
   size_t gone = 0;
   for (; gone < withdraw_.size(); ++gone) {

@@ -1,6 +1,6 @@
 #include "engine/round_record.h"
 
-#include <cstdio>
+#include <charconv>
 #include <cstring>
 
 #include "common/error.h"
@@ -46,8 +46,15 @@ const char* algorithm_text(uint8_t a) {
 
 }  // namespace
 
-RecordWriter::RecordWriter(char* buf, size_t capacity, uint64_t round)
-    : buf_(buf), capacity_(capacity), round_(round) {}
+void RecordWriter::reset(char* buf, size_t capacity, uint64_t round) {
+  buf_ = buf;
+  capacity_ = capacity;
+  round_ = round;
+  entries_.clear();
+  withdrawals_.clear();
+  data_.clear();
+  data_bytes_ = 0;
+}
 
 bool RecordWriter::fits(size_t data_bytes) const {
   if (entries_.size() >= kMaxRecordEntries) return false;
@@ -197,26 +204,36 @@ std::string parse_record(const char* rec, size_t bytes, uint64_t round, int size
 }
 
 std::string describe(const Descriptor& d) {
-  std::string s = str_cat(kind_name(d.kind), "(", dtype_name(d.dtype), " x ", d.count);
+  // Appends, not str_cat: it is built whenever a round is published.
+  auto number = [](std::string& out, uint64_t v) {
+    char buf[24];
+    out.append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
+  };
+  std::string s = kind_name(d.kind);
+  s.append("(").append(dtype_name(d.dtype)).append(" x ");
+  number(s, d.count);
   switch (d.kind) {
     case algorithms::CollectiveKind::kAllreduce:
-      s += str_cat(", op ", op_name(d.op), ", algorithm ", algorithm_text(d.algorithm));
+      s.append(", op ").append(op_name(d.op)).append(", algorithm ");
+      s.append(algorithm_text(d.algorithm));
       break;
     case algorithms::CollectiveKind::kReduceScatter:
-      s += str_cat(", op ", op_name(d.op));
+      s.append(", op ").append(op_name(d.op));
       break;
     case algorithms::CollectiveKind::kBroadcast:
-      s += str_cat(", root ", d.root);
+      s.append(", root ");
+      if (d.root < 0) s.push_back('-');
+      number(s, static_cast<uint64_t>(d.root < 0 ? -int64_t{d.root} : d.root));
       break;
     default:
       break;
   }
   if (d.shape_tag) {
-    char tag[16];
-    std::snprintf(tag, sizeof(tag), "%08x", d.shape_tag);
-    s += str_cat(", shape digest ", tag);
+    static const char kHex[] = "0123456789abcdef";
+    s.append(", shape digest ");
+    for (int i = 7; i >= 0; --i) s.push_back(kHex[(d.shape_tag >> (4 * i)) & 0xf]);
   }
-  return s + ")";
+  return s.append(")");
 }
 
 }  // namespace pytfcomm

@@ -70,10 +70,13 @@ struct ParsedRecord {
   std::vector<CollectiveKey> withdrawals;
 };
 
-// Builds one record in a caller-owned buffer of `capacity` bytes.
+// Builds one record in a caller-owned buffer of `capacity` bytes. Reusable
+// (reset()): its lists keep their memory, so a round allocates nothing.
 class RecordWriter {
  public:
-  RecordWriter(char* buf, size_t capacity, uint64_t round);
+  RecordWriter() = default;
+  RecordWriter(char* buf, size_t capacity, uint64_t round) { reset(buf, capacity, round); }
+  void reset(char* buf, size_t capacity, uint64_t round);
   // Room for one more entry carrying `data_bytes` of input (0: none)?
   bool fits(size_t data_bytes) const;
   // Adds an entry; `data` (may be null when data_bytes is 0) is copied in.
@@ -84,9 +87,9 @@ class RecordWriter {
   size_t entries() const { return entries_.size(); }
 
  private:
-  char* buf_;
-  size_t capacity_;
-  uint64_t round_;
+  char* buf_ = nullptr;
+  size_t capacity_ = 0;
+  uint64_t round_ = 0;
   std::vector<RecordEntry> entries_;
   std::vector<RecordKey> withdrawals_;
   struct Data {

@@ -12,8 +12,14 @@
 
 namespace pytfcomm {
 
-void Communicator::await(Request& r) {
+void Communicator::await(Request& r, StreamState* stream) {
   std::unique_lock<std::mutex> lock(mu_);
+  struct Release {  // under mu_ (held whenever the loop is left)
+    StreamState* s;
+    ~Release() {
+      if (s) --s->active;
+    }
+  } release{stream};
   while (!r.done()) {
     if (!driving_) {
       driving_ = true;

@@ -32,6 +32,7 @@ class Communicator:
         timeout: float = -1.0,
         secret: str = "",
         transport: str = "",
+        stall_warning: float = -1.0,
     ) -> None: ...
     @property
     def rank(self) -> int: ...
@@ -49,6 +50,12 @@ class Communicator:
     def closed(self) -> bool: ...
     @property
     def handle(self) -> int: ...
+    @property
+    def timeline_path(self) -> str:
+        """This rank's PYTFCOMM_TIMELINE file, or '' when off."""
+    @property
+    def failure(self) -> str:
+        """Why an error closed the communicator ('' otherwise)."""
     def host_of(self, rank: int) -> str: ...
     def last_algorithm(self) -> str: ...
     def choose_allreduce(self, bytes: int) -> str: ...
@@ -61,7 +68,10 @@ class Communicator:
         algorithm: int,
         timeout: float,
         shape_tag: int = 0,
-    ) -> None: ...
+        name: str = "",
+    ) -> None:
+        """``name``: the key that matches this call across ranks (docs/negotiation.md);
+        '' = the calling thread's name and call count."""
     def allreduce_fast(self, x: object, out: object, op: object, algorithm: object) -> bool:
         """All-reduce of the common NumPy call (native dtype, C-contiguous, names as given);
         False, having done nothing, for any other call."""
@@ -89,10 +99,22 @@ class Communicator:
         tag: int = 0,
     ) -> AsyncHandle: ...
     def broadcast(
-        self, buf: np.ndarray, dtype: int, root: int, timeout: float, shape_tag: int = 0
+        self,
+        buf: np.ndarray,
+        dtype: int,
+        root: int,
+        timeout: float,
+        shape_tag: int = 0,
+        name: str = "",
     ) -> None: ...
     def allgather(
-        self, src: np.ndarray, dst: np.ndarray, dtype: int, timeout: float, shape_tag: int = 0
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        dtype: int,
+        timeout: float,
+        shape_tag: int = 0,
+        name: str = "",
     ) -> None: ...
     def reduce_scatter(
         self,
@@ -102,8 +124,9 @@ class Communicator:
         op: int,
         timeout: float,
         shape_tag: int = 0,
+        name: str = "",
     ) -> None: ...
-    def barrier(self, timeout: float) -> None: ...
+    def barrier(self, timeout: float, name: str = "") -> None: ...
     def close(self) -> None: ...
 
 class GpuCommunicator:

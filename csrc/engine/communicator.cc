@@ -304,7 +304,10 @@ void Communicator::close() {
   if (inspector_) inspector_->attach(nullptr);
   // A record this rank published last may still be queued (its round was
   // complete without waiting on it): the peers need it to finish theirs.
-  if (transport_ && failure_.empty()) transport_->flush(deadline_after(1.0));
+  // Then every byte written must reach the peers' kernels before the sockets
+  // close (a close can reset a connection and drop its tail): a few ms
+  // normally, at most 10 s, and 2 s once a peer stops taking bytes in.
+  if (transport_ && failure_.empty()) transport_->flush(deadline_after(10.0));
   transport_.reset();  // closes every socket; peers see a clean EOF
   if (timeline_) timeline_->flush();
   lock.lock();
@@ -401,18 +404,35 @@ void Communicator::run_sync(CollectiveKind kind, const void* in, void* out, size
   r.in = in;
   r.out = out;
   r.timeout_s = timeout_s > 0 ? timeout_s : timeout_s_;
+  Request* one = &r;
+  run_requests(&one, 1, key);
+}
+
+void Communicator::run_requests(Request* const* rs, size_t n, const CallKey* key) {
   // Before any lock: in a forked child a lock may be held forever by a
   // thread of the parent that does not exist here.
   check_process();
   if (size_ == 1) {
-    std::lock_guard<std::mutex> lock(mu_);
-    check_usable_locked();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      check_usable_locked();
+    }
+    // One rank: the result is the input (a mean of one value is that value).
+    for (size_t i = 0; i < n; ++i) {
+      const Request& r = *rs[i];
+      const auto kind = r.desc.kind;
+      if (kind != CollectiveKind::kBarrier && kind != CollectiveKind::kBroadcast && r.out != r.in &&
+          r.bytes()) {
+        std::memcpy(r.out, r.in, r.bytes());
+      }
+    }
+    return;
   }
   const bool named = key != nullptr && !key->name.empty();
   const ThreadStream& ts = thread_stream();
   const uint64_t stream = named ? stream_id("name", key->name) : ts.id;
   StreamState* in_use = nullptr;  // this thread's stream while the call runs
-  if (size_ > 1) {
+  {
     std::lock_guard<std::mutex> lock(mu_);
     StreamState& st = streams_[stream];  // node-based: stays put
     const std::thread::id me = std::this_thread::get_id();
@@ -424,31 +444,26 @@ void Communicator::run_sync(CollectiveKind kind, const void* in, void* out, size
                 "across ranks by thread name and call count, so give each thread its own "
                 "name (threading.Thread(name=...)), or pass name= to the calls");
     }
-    enqueue_locked(&r, stream, false, &st);
+    for (size_t i = 0; i < n; ++i) {
+      Request& r = *rs[i];
+      enqueue_locked(&r, stream, false, &st);
+      // "allreduce #12 of MainThread" (no ostringstream: this is per call).
+      r.label.assign(kind_label(r.desc.kind));
+      if (named) r.label.append(" '").append(key->name).append("'");
+      r.label.append(" #");
+      append_decimal(r.label, r.key.seq);
+      if (!named) r.label.append(" of ").append(ts.name);
+    }
     if (!named) {
       st.user = me;
       ++st.active;
       in_use = &st;
     }
-    // "allreduce #12 of MainThread" (no ostringstream: this is per call).
-    r.label.assign(kind_label(kind));
-    if (named) r.label.append(" '").append(key->name).append("'");
-    r.label.append(" #");
-    append_decimal(r.label, r.key.seq);
-    if (!named) r.label.append(" of ").append(ts.name);
   }
-  if (size_ > 1) {
-    await(r, in_use);
-  } else {
-    // One rank: the result is the input (a mean of one value is that value).
-    const size_t bytes = count * dtype_size(dtype);
-    if (kind != CollectiveKind::kBarrier && kind != CollectiveKind::kBroadcast && out != in &&
-        bytes) {
-      std::memcpy(out, in, bytes);
-    }
-    return;
+  await(rs, n, in_use);
+  for (size_t i = 0; i < n; ++i) {
+    if (rs[i]->error()) std::rethrow_exception(rs[i]->error());
   }
-  if (r.error()) std::rethrow_exception(r.error());
 }
 
 Algorithm Communicator::choose_allreduce(size_t bytes) const {

@@ -148,12 +148,21 @@ class Communicator {
   void run_sync(algorithms::CollectiveKind kind, const void* in, void* out, size_t count,
                 DType dtype, ReduceOp op, Algorithm algorithm, int root, double timeout_s,
                 uint32_t shape_tag, const CallKey* key);
+
+ public:
+  // Several synchronous requests (built with make_request()) issued together
+  // as consecutive calls of the caller's stream: one round can announce them
+  // all and their data moves back to back. Returns when all are done; throws
+  // the first one's error.
+  void run_requests(Request* const* rs, size_t n, const CallKey* key = nullptr);
+
+ private:
   void check_usable_locked() const;
   // Throws kClosed in a forked child (lock-free: call it before any lock).
   void check_process() const;
-  // Waits for `r`, driving the engine whenever no other thread does; then
-  // releases `stream` (a thread stream in use by this call, or null).
-  void await(Request& r, StreamState* stream);
+  // Waits for every request, driving the engine whenever no other thread
+  // does; then releases `stream` (a thread stream in use by this call, or null).
+  void await(Request* const* rs, size_t n, StreamState* stream);
   // With mu_ held: gives up the driver role and wakes who may take it.
   void release_driver_locked();
 

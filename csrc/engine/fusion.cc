@@ -28,6 +28,8 @@ void Fusion::allreduce_many(const std::vector<FusionRequest>& reqs, ReduceOp op,
     const FusionRequest& r = reqs[i];
     PTC_CHECK_ARG(dtype_size(r.dtype) != 0, "tensor ", i, " has an unsupported dtype");
     PTC_CHECK_ARG(r.count == 0 || (r.in && r.out), "tensor ", i, " has a null buffer");
+    PTC_CHECK_ARG(r.dtype != DType::kBool || op != ReduceOp::kMean, "tensor ", i,
+                  ": op 'mean' is not defined for bool; use 'max' (any) or 'min' (all)");
     items[i] = {r.count, r.dtype};
   }
   const FusionPlan plan = plan_fusion(items, fusion_bytes, direct_bytes);

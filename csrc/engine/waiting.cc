@@ -12,7 +12,14 @@
 
 namespace pytfcomm {
 
-void Communicator::await(Request& r, StreamState* stream) {
+void Communicator::await(Request* const* rs, size_t n, StreamState* stream) {
+  // Requests complete in order of their decisions, not necessarily in ours.
+  auto all_done = [rs, n] {
+    for (size_t i = 0; i < n; ++i) {
+      if (!rs[i]->done()) return false;
+    }
+    return true;
+  };
   std::unique_lock<std::mutex> lock(mu_);
   struct Release {  // under mu_ (held whenever the loop is left)
     StreamState* s;
@@ -20,11 +27,11 @@ void Communicator::await(Request& r, StreamState* stream) {
       if (s) --s->active;
     }
   } release{stream};
-  while (!r.done()) {
+  while (!all_done()) {
     if (!driving_) {
       driving_ = true;
       lock.unlock();
-      drive([&] { return r.done(); });
+      drive(all_done);
       lock.lock();
       release_driver_locked();
       continue;
@@ -37,7 +44,7 @@ void Communicator::await(Request& r, StreamState* stream) {
     cv_.wait_for(lock, std::chrono::milliseconds(50));
     --waiters_;
     sync_waiters_.fetch_sub(1);
-    if (r.done() || !interruptible()) continue;
+    if (all_done() || !interruptible()) continue;
     lock.unlock();
     try {
       poll_interrupt();
@@ -48,7 +55,7 @@ void Communicator::await(Request& r, StreamState* stream) {
       lock.lock();
       if (transport_ && driving_) transport_->wake();
       ++waiters_;
-      cv_.wait(lock, [&] { return r.done(); });
+      cv_.wait(lock, all_done);
       --waiters_;
       continue;
     }

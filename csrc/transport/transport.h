@@ -157,8 +157,8 @@ class Transport {
   // (waits do the same themselves).
   virtual void keep_alive() {}
   // Before a clean close: tries, until `until` at the latest, to hand what
-  // is still queued to the peers (records a round did not wait for).
-  // Never throws.
+  // is still queued to the peers (records a round did not wait for), then
+  // waits for every byte written to be acknowledged. Never throws.
   virtual void flush(TimePoint until) noexcept {}
   // Heartbeats every `interval_s`; a peer silent for `silence_s` is lost
   // (0: liveness off). Every rank of a job must use the same values.

@@ -67,25 +67,33 @@ def named_out_of_order(rank: int, size: int, addr: str, transport: str) -> dict:
 
 
 def same_thread_name_twice(rank: int, size: int, addr: str) -> dict:
-    """Two live threads of one name on one communicator: refused, not guessed."""
+    """Two live threads of one name on one communicator: refused, not guessed.
+
+    On rank 0 a thread named 'twin' waits in an all-reduce (rank 1 joins 3 s
+    later) while a second 'twin' calls one: that call must be refused at once.
+    The first then meets rank 1's and both get the right sum."""
     with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
         errors: list[str] = []
-        started = threading.Barrier(2)
+        sums: list[float] = []
 
         def work() -> None:
-            started.wait()
             try:
-                for _ in range(200):
-                    comm.allreduce(np.ones(10, np.float32), timeout=5)
+                sums.append(float(comm.allreduce(np.ones(10, np.float32), timeout=20)[0]))
             except pytfcomm.CommError as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
 
-        threads = [threading.Thread(target=work, name="twin") for _ in range(2)]
-        for th in threads:
-            th.start()
+        threads = [threading.Thread(target=work, name="twin")]
+        if rank == 0:
+            threads.append(threading.Thread(target=work, name="twin"))
+        else:
+            time.sleep(3.0)
+        threads[0].start()
+        if rank == 0:
+            time.sleep(0.5)  # the first is waiting for rank 1 by now
+            threads[1].start()
         for th in threads:
             th.join()
-        return {"errors": errors[:2]}
+        return {"errors": errors, "sums": sums}
 
 
 def unmatched_then_usable(rank: int, size: int, addr: str) -> dict:

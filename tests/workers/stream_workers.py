@@ -86,3 +86,33 @@ def big_exchanges(rank: int, size: int, addr: str, iters: int) -> dict:
             comm.broadcast(y, root=i % size)
             worst = max(worst, time.monotonic() - t0)
     return {"bad": bad, "worst": worst}
+
+
+def close_right_after_broadcast(
+    rank: int, size: int, addr: str, transport: str, ports: list[int]
+) -> dict:
+    """One job per port, ending with a 16 MiB broadcast from the last rank,
+    which closes at once (results are checked after the close: checking first
+    would give the tail time to arrive). Its kernel may still hold the tail
+    of the data then; closing must not reset the connection under it (the
+    receiver used to get 'Connection reset by peer' in the last collective
+    while the root returned fine)."""
+    host = addr.rsplit(":", 1)[0]
+    failures: list[str] = []
+    want = size * (size + 1) // 2 * size**2  # three sums, broadcasts between
+    bad = 0
+    for port in ports:
+        comm = pytfcomm.init(
+            rank=rank, size=size, addr=f"{host}:{port}", transport=transport, timeout=30
+        )
+        y = np.full((16 << 20) // 4, rank + 1, np.float32)
+        try:
+            for _ in range(3):
+                comm.allreduce(y, out=y)
+                y = comm.broadcast(y, root=size - 1)
+        except pytfcomm.CommError as exc:
+            failures.append(f"{type(exc).__name__}: {exc}")
+            y = None
+        comm.close()
+        bad += int(y is not None and not (y == want).all())
+    return {"failures": failures, "bad": bad, "jobs": len(ports)}

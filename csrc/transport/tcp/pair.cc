@@ -483,6 +483,25 @@ bool Pair::flush_abort() noexcept {
   return stream_->unsent() > 0;
 }
 
+bool Pair::drain_for_close(size_t* unacked) noexcept {
+  if (closed_ || gone_ || aborting_ || polled()) return true;  // shm sends end copied
+  if (!shut_) {
+    stream_->shutdown_write();
+    shut_ = true;
+  }
+  char sink[16 << 10];
+  for (int i = 0; i < 64 && !eof_; ++i) {
+    ssize_t r = stream_->read_some(sink, sizeof(sink));
+    if (r == 0) eof_ = true;
+    if (r < 0 && !would_block(errno)) return true;  // reset or gone: nothing to save
+    if (r <= 0) break;
+  }
+  if (eof_) return true;
+  size_t n = stream_->unsent();
+  *unacked += n;
+  return n == 0;
+}
+
 void Pair::close() noexcept {
   closed_ = true;
   aborting_ = false;

@@ -40,6 +40,14 @@ class Pair {
     return sends_.empty() && recvs_.empty() && unreleased_.empty() && !watching();
   }
   bool wants_write() const { return !sends_.empty(); }
+  // A clean close, after every queued frame is written: no more writes (the
+  // peer reads EOF after ours), and what the peer still sends is read and
+  // dropped. True once nothing is left to wait for: the peer's kernel has
+  // acknowledged every byte written, or the peer closed or is gone. (A
+  // socket closed while the peer's data still arrives is reset, and a reset
+  // drops whatever it had not delivered yet: the tail of a broadcast the
+  // peer is still receiving.) Adds the bytes not acknowledged yet to *unacked.
+  bool drain_for_close(size_t* unacked) noexcept;
 
   // Move bytes until the kernel would block. Returns true if anything moved.
   // Throws kPeerLost / kMismatch with `context` in the message.

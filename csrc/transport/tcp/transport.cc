@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "common/error.h"
@@ -419,15 +420,48 @@ void PairTransport::wait_for(const std::function<bool()>& pred, TimePoint wake_b
 
 void PairTransport::flush(TimePoint until) noexcept {
   if (aborted_) return;
+  // Queued frames first (records a round did not wait for): small, so a peer
+  // that does not take them within a second is not going to.
+  const TimePoint frames_by = std::min(until, deadline_after(1.0));
   try {
     for (;;) {
       bool queued = false;
       for (auto& p : pairs_) queued |= p && p->wants_write();
-      if (!queued || Clock::now() >= until) return;
+      if (!queued) break;
+      if (Clock::now() >= frames_by) return;
       if (!progress_all()) handle_events(1);
     }
   } catch (...) {
-    // A peer already gone: nothing more to hand over.
+    return;  // a peer already gone: nothing more to hand over
+  }
+  // Then wait until the peers' kernels hold every byte written (Pair::
+  // drain_for_close): a broadcast's root returns once its kernel took the
+  // data, and closing then could reset the connection under the tail its
+  // peer still receives. Normally a few ms; a peer that stops reading is
+  // given up on after kCloseStallSeconds without progress.
+  constexpr double kCloseStallSeconds = 2.0;
+  std::vector<Pair*> left;
+  for (auto& p : pairs_) {
+    if (p) left.push_back(p.get());
+  }
+  TimePoint stall = deadline_after(kCloseStallSeconds);
+  size_t least = SIZE_MAX;
+  std::vector<pollfd> fds;
+  while (!left.empty()) {
+    size_t unacked = 0;
+    left.erase(std::remove_if(left.begin(), left.end(),
+                              [&](Pair* p) { return p->drain_for_close(&unacked); }),
+               left.end());
+    if (left.empty() || Clock::now() >= until) break;
+    if (unacked < least) {  // the peers still take our bytes in
+      least = unacked;
+      stall = deadline_after(kCloseStallSeconds);
+    } else if (Clock::now() >= stall) {
+      break;
+    }
+    fds.clear();
+    for (Pair* p : left) fds.push_back({p->fd(), POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 1);
   }
 }
 

@@ -63,8 +63,10 @@ def test_overlapping_out_is_refused(n: int) -> None:
     writes nothing, and exact in-place calls still work."""
     results = run_ranks(2, "negotiation_workers:overlapping_out", n, timeout=60)
     for r, res in enumerate(results):
-        for what in ("allreduce", "broadcast", "allgather"):
+        for what in ("allreduce", "broadcast", "allgather", "allreduce_many"):
             assert "overlapping" in res[what] and "of its own" in res[what], (r, what, res)
+        core = res["core_allreduce_many"]
+        assert "tensor 0" in core and "overlap" in core and "of its own" in core, (r, res)
         assert res["untouched"], (r, res)
         assert res["in_place_ok"], (r, res)
 

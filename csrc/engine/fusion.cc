@@ -1,5 +1,6 @@
 #include "engine/fusion.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "common/error.h"
@@ -28,6 +29,11 @@ void Fusion::allreduce_many(const std::vector<FusionRequest>& reqs, ReduceOp op,
     const FusionRequest& r = reqs[i];
     PTC_CHECK_ARG(dtype_size(r.dtype) != 0, "tensor ", i, " has an unsupported dtype");
     PTC_CHECK_ARG(r.count == 0 || (r.in && r.out), "tensor ", i, " has a null buffer");
+    const size_t nbytes = r.count * dtype_size(r.dtype);
+    const auto a = reinterpret_cast<uintptr_t>(r.in), b = reinterpret_cast<uintptr_t>(r.out);
+    PTC_CHECK_ARG(a == b || nbytes == 0 || a + nbytes <= b || b + nbytes <= a, "tensor ", i,
+                  ": its input and out overlap without being the same array; pass out=x for "
+                  "in place, or an array of its own");
     PTC_CHECK_ARG(r.dtype != DType::kBool || op != ReduceOp::kMean, "tensor ", i,
                   ": op 'mean' is not defined for bool; use 'max' (any) or 'min' (all)");
     items[i] = {r.count, r.dtype};

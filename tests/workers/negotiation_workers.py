@@ -132,6 +132,23 @@ def overlapping_out(rank: int, size: int, addr: str, n: int) -> dict:
             res["broadcast"] = "no error"
         except pytfcomm.InvalidArgumentError as exc:
             res["broadcast"] = str(exc)
+        try:
+            comm.allreduce_many(
+                [np.ones(4, np.float32), b[:-8]], out=[np.empty(4, np.float32), b[8:]]
+            )
+            res["allreduce_many"] = "no error"
+        except pytfcomm.InvalidArgumentError as exc:
+            res["allreduce_many"] = str(exc)
+        try:  # the core's own check, under the Python one
+            from pytfcomm._dtypes import algorithm_code, dtype_code, op_code
+
+            code = dtype_code(b.dtype)
+            comm._core.allreduce_many(
+                [b[:-8]], [b[8:]], [code], op_code("sum"), algorithm_code("auto"), 30.0
+            )
+            res["core_allreduce_many"] = "no error"
+        except pytfcomm.InvalidArgumentError as exc:
+            res["core_allreduce_many"] = str(exc)
         g = np.zeros(n * size, np.float32)
         try:
             comm.allgather(g[:n], out=g)

@@ -48,10 +48,14 @@ _TF_NAMES = frozenset(
 
 
 def __getattr__(name: str) -> object:
-    if name in _TF_NAMES:
+    """TF names load ``pytfcomm.tf`` (and TensorFlow) on first use; ``pytfcomm.tf``
+    itself too, so that ``import pytfcomm; pytfcomm.tf.counters()`` works."""
+    if name == "tf" or name in _TF_NAMES:
         import importlib
 
         tf_api = importlib.import_module(".tf", __name__)
+        if name == "tf":
+            return tf_api
         try:
             return getattr(tf_api, name)
         except AttributeError:

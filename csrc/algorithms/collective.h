@@ -24,6 +24,26 @@ enum class CollectiveKind : uint8_t {
 static_assert(static_cast<uint8_t>(CollectiveKind::kNegotiate) == transport::kNegotiationKind,
               "one wire value for negotiation frames");
 
+// "allreduce", ... for messages and labels ("collective" for a value that
+// names none, e.g. from a peer that lies).
+inline const char* kind_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllreduce:
+      return "allreduce";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kAllgather:
+      return "allgather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kBarrier:
+      return "barrier";
+    case CollectiveKind::kNegotiate:
+      return "negotiation round";
+  }
+  return "collective";
+}
+
 // Wire values (MessageMeta::phase): which algorithm, and which part of a
 // composed one, a message belongs to. Ranks that picked different
 // algorithms therefore fail with a mismatch instead of exchanging garbage.

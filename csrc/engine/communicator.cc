@@ -50,23 +50,6 @@ std::atomic<uint64_t> g_fork_generation{0};
   return 0;
 }();
 
-const char* kind_label(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kAllreduce:
-      return "allreduce";
-    case CollectiveKind::kBroadcast:
-      return "broadcast";
-    case CollectiveKind::kAllgather:
-      return "allgather";
-    case CollectiveKind::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveKind::kBarrier:
-      return "barrier";
-    default:
-      return "collective";
-  }
-}
-
 void append_decimal(std::string& s, uint64_t v) {
   char buf[24];
   s.append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
@@ -448,7 +431,7 @@ void Communicator::run_requests(Request* const* rs, size_t n, const CallKey* key
       Request& r = *rs[i];
       enqueue_locked(&r, stream, false, &st);
       // "allreduce #12 of MainThread" (no ostringstream: this is per call).
-      r.label.assign(kind_label(r.desc.kind));
+      r.label.assign(algorithms::kind_name(r.desc.kind));
       if (named) r.label.append(" '").append(key->name).append("'");
       r.label.append(" #");
       append_decimal(r.label, r.key.seq);

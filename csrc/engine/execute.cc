@@ -17,23 +17,6 @@ using algorithms::CollectiveKind;
 
 namespace {
 
-const char* kind_label(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kAllreduce:
-      return "allreduce";
-    case CollectiveKind::kBroadcast:
-      return "broadcast";
-    case CollectiveKind::kAllgather:
-      return "allgather";
-    case CollectiveKind::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveKind::kBarrier:
-      return "barrier";
-    default:
-      return "collective";
-  }
-}
-
 transport::MessageMeta meta_of(const Request& r, uint32_t seq) {
   transport::MessageMeta m;
   m.seq = seq;
@@ -90,7 +73,7 @@ void Communicator::execute_eager(Request& r, const Decision& d) {
 void Communicator::execute(Request& r, const Decision& d) {
   const uint32_t seq = exec_seq_++;
   const transport::MessageMeta meta = meta_of(r, seq);
-  const char* name = kind_label(r.desc.kind);
+  const char* name = algorithms::kind_name(r.desc.kind);
   const size_t bytes = r.bytes();
   const int64_t start_ns = timeline_ ? Timeline::now_ns() : 0;
   if (d.eager) {

@@ -19,24 +19,6 @@ bool valid_kind(uint8_t k) {
          k <= static_cast<uint8_t>(algorithms::CollectiveKind::kBarrier);
 }
 
-const char* kind_name(algorithms::CollectiveKind k) {
-  switch (k) {
-    case algorithms::CollectiveKind::kAllreduce:
-      return "allreduce";
-    case algorithms::CollectiveKind::kBroadcast:
-      return "broadcast";
-    case algorithms::CollectiveKind::kAllgather:
-      return "allgather";
-    case algorithms::CollectiveKind::kReduceScatter:
-      return "reduce_scatter";
-    case algorithms::CollectiveKind::kBarrier:
-      return "barrier";
-    case algorithms::CollectiveKind::kNegotiate:
-      break;
-  }
-  return "collective";
-}
-
 // Algorithm codes as in engine/communicator.h; kept here as text so that the
 // record code does not depend on the communicator.
 const char* algorithm_text(uint8_t a) {
@@ -209,7 +191,7 @@ std::string describe(const Descriptor& d) {
     char buf[24];
     out.append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
   };
-  std::string s = kind_name(d.kind);
+  std::string s = algorithms::kind_name(d.kind);
   s.append("(").append(dtype_name(d.dtype)).append(" x ");
   number(s, d.count);
   switch (d.kind) {

@@ -11,24 +11,6 @@
 namespace pytfcomm {
 namespace {
 
-const char* kind_name(uint8_t kind) {
-  switch (static_cast<algorithms::CollectiveKind>(kind)) {
-    case algorithms::CollectiveKind::kAllreduce:
-      return "allreduce";
-    case algorithms::CollectiveKind::kBroadcast:
-      return "broadcast";
-    case algorithms::CollectiveKind::kAllgather:
-      return "allgather";
-    case algorithms::CollectiveKind::kReduceScatter:
-      return "reduce_scatter";
-    case algorithms::CollectiveKind::kBarrier:
-      return "barrier";
-    case algorithms::CollectiveKind::kNegotiate:
-      return "negotiation round";
-  }
-  return "collective";
-}
-
 std::string hex32(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof(buf), "0x%08x", v);
@@ -144,7 +126,9 @@ transport::StallVerdict StallInspector::on_deadline(TimePoint /*now*/) noexcept 
         why = str_cat(who, " has not joined this collective or stopped answering (no reply to a ",
                       "status query: hung, stopped, or busy outside pytfcomm)");
       } else if (pv.meta.seq < meta_.seq) {
-        why = str_cat(who, " is still in ", kind_name(pv.meta.kind), " #", pv.meta.seq);
+        why = str_cat(who, " is still in ",
+                      algorithms::kind_name(static_cast<algorithms::CollectiveKind>(pv.meta.kind)),
+                      " #", pv.meta.seq);
       } else {
         continue;
       }
@@ -180,9 +164,15 @@ std::string StallInspector::report() const {
     if (recent && same_kind && v.meta.seq == meta_.seq) {
       add(joined, str_cat("rank ", p));
     } else if (recent && same_kind && v.meta.seq > meta_.seq) {
-      add(ahead, str_cat("rank ", p, " (in ", kind_name(v.meta.kind), " #", v.meta.seq, ")"));
+      add(ahead,
+          str_cat("rank ", p, " (in ",
+                  algorithms::kind_name(static_cast<algorithms::CollectiveKind>(v.meta.kind)), " #",
+                  v.meta.seq, ")"));
     } else if (v.heard_at != TimePoint{} && v.heard_at >= last_ask_) {
-      add(missing, str_cat(who, " is still in ", kind_name(v.meta.kind), " #", v.meta.seq));
+      add(missing,
+          str_cat(who, " is still in ",
+                  algorithms::kind_name(static_cast<algorithms::CollectiveKind>(v.meta.kind)), " #",
+                  v.meta.seq));
     } else {
       add(missing, str_cat(who, " has not joined it (no answer: not inside pytfcomm -- late, ",
                            "busy elsewhere or stopped)"));

@@ -10,34 +10,25 @@ algorithms. Skipped, with the reason, where namespaces cannot be created
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import uuid
 
 import pytest
 from _harness import check_matrix, free_port
+from _netns import ip, require_netns
 
 SUBNET = "10.231.0"
 
 
-def _ip(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
-
-
 @pytest.fixture
 def two_hosts():
-    if shutil.which("ip") is None:
-        pytest.skip("iproute2's `ip` is not installed: cannot create network namespaces")
-    if os.geteuid() != 0:
-        pytest.skip("creating network namespaces needs root (CAP_NET_ADMIN)")
+    require_netns()
     tag = uuid.uuid4().hex[:6]
     ns = [f"ptc-{tag}-a", f"ptc-{tag}-b"]
     veth = [f"pa{tag}", f"pb{tag}"]
     created: list[str] = []
     try:
         for n in ns:
-            r = _ip("netns", "add", n)
+            r = ip("netns", "add", n)
             if r.returncode != 0:
                 pytest.skip(f"`ip netns add` failed here: {r.stderr.strip()}")
             created.append(n)
@@ -53,13 +44,13 @@ def two_hosts():
                 ("-n", n, "link", "set", "lo", "up"),
             ]
         for step in steps:
-            r = _ip(*step)
+            r = ip(*step)
             if r.returncode != 0:
                 pytest.skip(f"`ip {' '.join(step)}` failed: {r.stderr.strip()}")
         yield ns
     finally:
         for n in created:
-            _ip("netns", "del", n)  # deletes the veth pair with it
+            ip("netns", "del", n)  # deletes the veth pair with it
 
 
 def test_hierarchical_across_two_simulated_hosts(ranks, two_hosts):

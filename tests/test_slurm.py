@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from _netns import ip
 
 WORKER = str(Path(__file__).resolve().parent / "workers" / "slurm_worker.py")
 PY = sys.executable
@@ -126,11 +127,8 @@ class SlurmCluster:
         self._spawn("slurmd", self.bin["slurmd"], "-D", "-N", self.node, "-f", str(self.conf))
         self._wait_for(self._node_idle, deadline, f"node {self.node} idle in sinfo")
 
-    def _ip(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
-
     def _netns(self) -> None:
-        r = self._ip("netns", "add", self.ns)
+        r = ip("netns", "add", self.ns)
         if r.returncode != 0:
             pytest.skip(f"`ip netns add` failed here: {r.stderr.strip()}")
         self.ns_created = True
@@ -141,7 +139,7 @@ class SlurmCluster:
         if not self.addr.startswith("127.") and self.addr != MACHINE_ADDR:
             steps.append(("-n", self.ns, "addr", "add", f"{self.addr}/32", "dev", "lo"))
         for step in steps:
-            r = self._ip(*step)
+            r = ip(*step)
             if r.returncode != 0:
                 pytest.skip(f"`ip {' '.join(step)}` failed: {r.stderr.strip()}")
         # This machine's name (slurmctld checks it) and the node's.
@@ -247,14 +245,14 @@ class SlurmCluster:
                 p.wait(timeout=10)
         if self.ns_created:
             # Job steps and tasks left behind (a failed test) live in the namespace too.
-            r = self._ip("netns", "pids", self.ns)
+            r = ip("netns", "pids", self.ns)
             for pid in (int(p) for p in r.stdout.split()):
                 problems.append(f"pid {pid} still ran in the namespace")
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            self._ip("netns", "del", self.ns)
+            ip("netns", "del", self.ns)
         shutil.rmtree(self.dir, ignore_errors=True)
         return problems
 

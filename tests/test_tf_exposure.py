@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import struct
 import subprocess
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _harness import TESTS, collect, free_port, kill_all, start_ranks
+from _netns import ip, require_netns
 
 pytest.importorskip("tensorflow")
 
@@ -43,23 +43,16 @@ PROBE_S = 60    # the whole probe, every target
 FINISH_S = 90   # the workers stop after `stop` appears
 
 
-def _ip(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
-
-
 @pytest.fixture
 def three_hosts():
     """Namespaces A, B (workers) and C (the outsider), joined by a bridge in C."""
-    if shutil.which("ip") is None:
-        pytest.skip("iproute2's `ip` is not installed: cannot create network namespaces")
-    if os.geteuid() != 0:
-        pytest.skip("creating network namespaces needs root (CAP_NET_ADMIN)")
+    require_netns()
     tag = uuid.uuid4().hex[:6]
     ns = [f"ptx-{tag}-{c}" for c in "abc"]
     created: list[str] = []
     try:
         for n in ns:
-            r = _ip("netns", "add", n)
+            r = ip("netns", "add", n)
             if r.returncode != 0:
                 pytest.skip(f"`ip netns add` failed here: {r.stderr.strip()}")
             created.append(n)
@@ -83,13 +76,13 @@ def three_hosts():
                 ("-n", ns[i], "link", "set", "lo", "up"),
             ]
         for step in steps:
-            r = _ip(*step)
+            r = ip(*step)
             if r.returncode != 0:
                 pytest.skip(f"`ip {' '.join(step)}` failed: {r.stderr.strip()}")
         yield ns
     finally:
         for n in created:
-            _ip("netns", "del", n)  # takes its veth ends and the bridge with it
+            ip("netns", "del", n)  # takes its veth ends and the bridge with it
 
 
 # --------------------------------------------------------------------------- listeners

@@ -69,13 +69,19 @@ def mismatched_root(rank: int, size: int, addr: str, n: int = 10) -> dict:
 
 
 def peer_dies(rank: int, size: int, addr: str) -> dict:
-    """The last rank kills itself in the middle of the job; the others must raise."""
+    """The last rank kills itself in the middle of the job; the others must raise.
+
+    The first all-reduce is inside the try too: the last rank returns from it
+    once every record reached it, and may die before its own record reached
+    every other rank (a SIGKILL drops what it had not written yet), so a
+    survivor can already fail there, as it must."""
     comm = pytfcomm.init(rank=rank, size=size, addr=addr)
-    comm.allreduce(np.ones(10, np.float32))
-    if rank == size - 1:
-        os.kill(os.getpid(), signal.SIGKILL)
     t0 = time.monotonic()
     try:
+        comm.allreduce(np.ones(10, np.float32))
+        if rank == size - 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        t0 = time.monotonic()
         for _ in range(100):
             comm.allreduce(np.ones(1 << 16, np.float32))
     except pytfcomm.CommError as exc:

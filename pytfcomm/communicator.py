@@ -380,6 +380,59 @@ class Communicator:
         )
         return out
 
+    def allgatherv(
+        self,
+        x: np.ndarray,
+        *,
+        timeout: float | None = None,
+        name: str | None = None,
+    ) -> np.ndarray:
+        """Concatenate every rank's ``x`` along axis 0, in rank order; ``x.shape[0]`` may
+        differ per rank (``MPI_Allgatherv``), the other dimensions and the dtype may not.
+
+        Two collectives: a size exchange (every rank's row count, tagged with the dtype
+        and the shape of a row, so ranks that disagree on those get
+        :class:`pytfcomm.MismatchError` on every rank), then an all-gather of blocks
+        padded to the largest count, squeezed into the result (equal counts need no
+        padding). NumPy arrays only: for DLPack tensors pad to the largest count and
+        use :meth:`allgather`.
+        """
+        if _dlpack.is_dlpack(x):
+            raise InvalidArgumentError(
+                "allgatherv takes NumPy arrays; for DLPack tensors pad every rank's rows to "
+                "the largest count and use allgather"
+            )
+        x = _check_input(x)
+        if x.ndim == 0:
+            raise InvalidArgumentError("allgatherv needs an array with at least one dimension")
+        rows = x.shape[0]
+        tag = shape_tag((dtype_code(x.dtype), x.ndim, *x.shape[1:]))
+        counts = np.empty(self.size, np.int64)
+        self._core.allgather(
+            np.array([rows], np.int64), counts, dtype_code(np.dtype(np.int64)),
+            _timeout(timeout), tag, _check_name(name)
+        )
+        most, total = int(counts.max()), int(counts.sum())
+        out = np.empty((total, *x.shape[1:]), x.dtype)
+        if out.size == 0:
+            return out
+        if most * self.size == total:
+            self._core.allgather(
+                x, out, dtype_code(x.dtype), _timeout(timeout), 0, _check_name(name)
+            )
+            return out
+        block = np.zeros((most, *x.shape[1:]), x.dtype)
+        block[:rows] = x
+        padded = np.empty((most * self.size, *x.shape[1:]), x.dtype)
+        self._core.allgather(
+            block, padded, dtype_code(x.dtype), _timeout(timeout), 0, _check_name(name)
+        )
+        start = 0
+        for r, n in enumerate(counts.tolist()):
+            out[start:start + n] = padded[r * most:r * most + n]
+            start += n
+        return out
+
     def reduce_scatter(
         self,
         x: np.ndarray,

@@ -1,11 +1,13 @@
 // PytfcommBroadcast and PytfcommAllGather on CPU. Locally both hand every
 // replica the same Tensor (zero copy); with a communicator the
 // cross-process step runs on the communicator's executor thread.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/digest.h"
 #include "engine/local_pool.h"
 #include "engine/local_reduce.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -99,22 +101,113 @@ class AllGatherOp : public AsyncOpKernel {
     DType dt;
     OP_REQUIRES_ASYNC(ctx, ToDType(t0.dtype(), &dt),
                       absl::InvalidArgumentError("pytfcomm all-gather: unsupported dtype"), done);
-    // Every process must contribute the same shape (the core's all-gather
-    // moves equal counts); a mismatch is reported by the core on every rank.
-    TensorShape global_shape = row;
-    global_shape.InsertDim(0, rows * comm->size());
-    Tensor global;
-    OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, t0.dtype(), global_shape, &global), done);
-    for (int i = 0; i < n; ++i) ctx->set_output(i, global);
+    // Stage 1, the size exchange: every process's row count, tagged with the
+    // dtype and the row shape, so processes that disagree on either fail
+    // with a mismatch on every rank instead of gathering unrelated bytes.
+    auto mine = std::make_shared<Tensor>();
+    auto table = std::make_shared<Tensor>();
+    OP_REQUIRES_OK_ASYNC(
+        ctx, ctx->allocate_temp(tensorflow::DT_INT64, TensorShape({1}), mine.get()), done);
+    OP_REQUIRES_OK_ASYNC(
+        ctx, ctx->allocate_temp(tensorflow::DT_INT64, TensorShape({comm->size()}), table.get()),
+        done);
+    mine->flat<int64_t>()(0) = rows;
     std::vector<std::unique_ptr<Request>> reqs;
     reqs.push_back(comm->make_request(
-        algorithms::CollectiveKind::kAllgather, local.tensor_data().data(),
-        const_cast<char*>(global.tensor_data().data()), static_cast<size_t>(local.NumElements()),
-        dt, ReduceOp::kSum, Algorithm::kAuto, 0, CoreTimeout(a_.timeout), 0));
-    SubmitCrossWorker(ctx, std::move(done), "cross-worker all-gather", *comm,
-                      InstanceStream(ctx, a_.instance_key), OpLabel("allgather", ctx),
-                      std::move(reqs),
-                      [comm, local, global] { count(CounterKind::kCrossWorkerOps); });
+        algorithms::CollectiveKind::kAllgather, mine->tensor_data().data(),
+        const_cast<char*>(table->tensor_data().data()), 1, DType::kInt64, ReduceOp::kSum,
+        Algorithm::kAuto, 0, CoreTimeout(a_.timeout), RowTag(t0.dtype(), row)));
+    const uint64_t stream = InstanceStream(ctx, a_.instance_key);
+    const std::string label = OpLabel("allgather", ctx);
+    auto gather = [this, ctx, done, comm, local, table, row, stream, label, dt]() {
+      if (!ctx->status().ok()) return done();
+      Gather(ctx, done, comm, local, *table, row, stream, label, dt);
+    };
+    SubmitCrossWorker(ctx, std::move(gather), "cross-worker all-gather (size exchange)", *comm,
+                      stream, label, std::move(reqs), [mine, table] {});
+  }
+
+ private:
+  // A digest of the dtype and the shape of one row, never 0 (0: no shape).
+  static uint32_t RowTag(tensorflow::DataType dtype, const TensorShape& row) {
+    uint64_t h = fnv1a64_mix(kFnv64Offset, static_cast<uint64_t>(dtype));
+    h = fnv1a64_mix(h, static_cast<uint64_t>(row.dims()));
+    for (int d = 0; d < row.dims(); ++d) h = fnv1a64_mix(h, static_cast<uint64_t>(row.dim_size(d)));
+    return static_cast<uint32_t>(h ^ (h >> 32)) | 1u;
+  }
+
+  // Stage 2, on the engine's thread once every process's row count is
+  // known: the output takes the sum of them. Equal counts gather straight
+  // into it; unequal ones gather blocks padded to the largest count, then
+  // the padding is squeezed out (as TF's own collective all-gather does).
+  void Gather(OpKernelContext* ctx, const DoneCallback& done, std::shared_ptr<Communicator> comm,
+              const Tensor& local, const Tensor& table, const TensorShape& row, uint64_t stream,
+              const std::string& label, DType dt) {
+    const int size = comm->size();
+    auto counts = table.flat<int64_t>();
+    int64_t total = 0, most = 0;
+    for (int p = 0; p < size; ++p) {
+      if (counts(p) < 0) {
+        ctx->SetStatus(absl::InternalError("pytfcomm all-gather: a negative row count"));
+        return done();
+      }
+      total += counts(p);
+      most = std::max(most, counts(p));
+    }
+    TensorShape global_shape = row;
+    global_shape.InsertDim(0, total);
+    Tensor global;
+    absl::Status st = AllocateOutputBuffer(ctx, local.dtype(), global_shape, &global);
+    if (!st.ok()) {
+      ctx->SetStatus(st);
+      return done();
+    }
+    for (int i = 0; i < a_.num_devices; ++i) ctx->set_output(i, global);
+    const int64_t row_elems = row.num_elements();
+    if (total == 0 || row_elems == 0) return done();
+    const size_t es = static_cast<size_t>(tensorflow::DataTypeSize(local.dtype()));
+    const size_t row_bytes = static_cast<size_t>(row_elems) * es;
+    const double timeout = CoreTimeout(a_.timeout);
+    std::vector<std::unique_ptr<Request>> reqs;
+    if (most * size == total) {  // every process the same
+      reqs.push_back(comm->make_request(
+          algorithms::CollectiveKind::kAllgather, local.tensor_data().data(),
+          const_cast<char*>(global.tensor_data().data()), static_cast<size_t>(most * row_elems), dt,
+          ReduceOp::kSum, Algorithm::kAuto, 0, timeout, 0));
+      SubmitCrossWorker(ctx, done, "cross-worker all-gather", *comm, stream, label, std::move(reqs),
+                        [comm, local, global] { count(CounterKind::kCrossWorkerOps); });
+      return;
+    }
+    TensorShape padded_shape = row;
+    padded_shape.InsertDim(0, most);
+    Tensor padded_in, padded_out;
+    st = ctx->allocate_temp(local.dtype(), padded_shape, &padded_in);
+    padded_shape.set_dim(0, most * size);
+    if (st.ok()) st = ctx->allocate_temp(local.dtype(), padded_shape, &padded_out);
+    if (!st.ok()) {
+      ctx->SetStatus(st);
+      return done();
+    }
+    char* pin = const_cast<char*>(padded_in.tensor_data().data());
+    std::memcpy(pin, local.tensor_data().data(), local.TotalBytes());
+    std::memset(pin + local.TotalBytes(), 0, padded_in.TotalBytes() - local.TotalBytes());
+    reqs.push_back(comm->make_request(algorithms::CollectiveKind::kAllgather, pin,
+                                      const_cast<char*>(padded_out.tensor_data().data()),
+                                      static_cast<size_t>(most * row_elems), dt, ReduceOp::kSum,
+                                      Algorithm::kAuto, 0, timeout, 0));
+    std::vector<int64_t> rows(counts.data(), counts.data() + size);
+    auto squeeze = [comm, padded_in, padded_out, global, rows, most, row_bytes] {
+      const char* src = padded_out.tensor_data().data();
+      char* dst = const_cast<char*>(global.tensor_data().data());
+      for (size_t p = 0; p < rows.size(); ++p) {
+        const size_t n = static_cast<size_t>(rows[p]) * row_bytes;
+        std::memcpy(dst, src + p * static_cast<size_t>(most) * row_bytes, n);
+        dst += n;
+      }
+      count(CounterKind::kCrossWorkerOps);
+    };
+    SubmitCrossWorker(ctx, done, "cross-worker all-gather", *comm, stream, label, std::move(reqs),
+                      std::move(squeeze));
   }
 
  private:

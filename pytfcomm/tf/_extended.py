@@ -173,3 +173,13 @@ class Extended(tf_mwms.CollectiveAllReduceExtended):
                 return from_chief(value, comm)
 
         return initial_value_fn
+
+    def _batch_gather_to(self, value_destination_pairs: Any, axis: Any,
+                         options: Any = None) -> Any:
+        # ReplicaContext.all_gather with one replica per worker passes the
+        # value's own device as its destination; inside a tf.function that is
+        # often "" (no device scope), which TF rejects ("destinations can not
+        # be empty"): gather to this worker's device instead.
+        pairs = [(v, d if tf_cdo.check_destinations(d) else self.worker_devices[0])
+                 for v, d in value_destination_pairs]
+        return super()._batch_gather_to(pairs, axis, options)

@@ -244,9 +244,11 @@ def allgather(
 ) -> Any:
     """Concatenate along axis 0: every local replica's tensor (a list) then every process's.
 
-    A list gives back a list (one concatenation per input device). Locally
-    only dimension 0 may differ between replicas; across processes every
-    process must contribute the same shape.
+    A list gives back a list (one concatenation per input device). Only
+    dimension 0 may differ, between replicas and between processes (the op
+    first exchanges every process's row count, like ``MPI_Allgatherv``);
+    processes whose dtype or other dimensions differ get
+    ``tf.errors.FailedPreconditionError`` on every process.
     """
     with tf.name_scope(name or "pytfcomm_allgather"):
         as_list = isinstance(tensor, (list, tuple))
@@ -329,7 +331,15 @@ def _allgather_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
             dense, num_devices=k, reduce_op="sum", comm_handle=handle,
             timeout_seconds=op.get_attr("timeout_seconds")))[0]
         rows = [tf.shape(x)[0] for x in op.inputs]
-        start = _HANDLE_RANKS.get(handle, 0) * tf.add_n(rows) if handle else 0
+        start = 0
+        if handle:
+            # This process's block starts after the rows of every lower rank,
+            # which may differ from this process's (an uneven gather).
+            mine = tf.cast(tf.reshape(tf.add_n(rows), [1]), tf.int64)
+            counts = ordered(handle, lambda: _ops.ops().pytfcomm_all_gather(
+                [mine], comm_handle=handle, timeout_seconds=op.get_attr("timeout_seconds")))[0]
+            rank = _HANDLE_RANKS.get(handle, 0)
+            start = tf.cast(tf.reduce_sum(counts[:rank]), tf.int32)
         out = []
         for r in rows:
             out.append(total[start:start + r])

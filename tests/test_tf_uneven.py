@@ -1,0 +1,74 @@
+"""Uneven work across processes: all-gathers whose dimension 0 differs per
+process, and Keras fit on a different number of batches per worker.
+
+Before this, every process had to contribute the same shape to an
+all-gather (a mismatch error that closed the communicator, so Keras
+``predict`` on 261 rows with 2 workers failed), and sparse gradients with a
+different number of slices per worker failed the same way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from uneven_workers import PREDICT_ROWS, _expected, _rows
+
+pytest.importorskip("tensorflow")
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_numpy_allgatherv(ranks, size):
+    outs = ranks(size, "uneven_workers:core_allgatherv", timeout=120)
+    for r, o in enumerate(outs):
+        assert o["uneven"] == _expected(size).tolist(), r
+        assert o["empty"] == [[p] * 4 for p in range(1, size) for _ in range(2)], r
+        assert o["even"] == [[p, p] for p in range(size) for _ in range(2)], r
+        assert "no error" != o["row_mismatch"] and "allgather" in o["row_mismatch"], r
+        assert "no error" != o["dtype_mismatch"], r
+        assert o["after"] == _expected(size).tolist(), r
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_tf_allgather_uneven(ranks, size):
+    outs = ranks(size, "uneven_workers:tf_allgather", timeout=180)
+    full = _expected(size)
+    for r, o in enumerate(outs):
+        assert o["eager"] == full.tolist(), r
+        for k, got in enumerate(o["traced"]):
+            want = np.concatenate([_rows(p + k) + k for p in range(size)])
+            assert got == want.tolist(), (r, k)
+        # Every process's loss reads every process's rows: this process's rows
+        # get the sum over processes of their part of the upstream gradient.
+        start = sum(p + 1 for p in range(r)) * 3
+        w = size * np.arange(full.size, dtype=np.float32)
+        assert o["grad"] == w[start:start + (r + 1) * 3].reshape(r + 1, 3).tolist(), r
+        assert o["row_mismatch"] != "no error" and "disagree" in o["row_mismatch"], r
+        assert o["after"] == full.tolist(), r
+
+
+@pytest.mark.parametrize(("workers", "ndev"), [(2, 1), (2, 2), (3, 1)])
+def test_strategy_gather_uneven(ranks, workers, ndev):
+    outs = ranks(workers, "uneven_workers:strategy_gather", ndev, timeout=180)
+    n = workers * ndev
+    want = [float(i) for i in range(n) for _ in range(i + 1)]
+    for r, o in enumerate(outs):
+        assert o["gather0"] == want, r
+        assert o["gather1"] == want, r
+        assert o["all_gather"] == [want] * ndev, r
+    # Sum of the embedding gradients: id j is looked up by every worker w with 1 + 2w > j.
+    table = np.array(outs[0]["sparse"])
+    counts = [sum(1 for w in range(workers) for i in range(1 + 2 * w) if i % 8 == j) * ndev
+              for j in range(8)]
+    np.testing.assert_allclose(table[:, 0], [-0.5 * c for c in counts])
+    for o in outs[1:]:
+        assert o["sparse"] == outs[0]["sparse"]
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_predict_with_a_remainder(ranks, legacy):
+    if legacy:
+        pytest.importorskip("tf_keras")
+    outs = ranks(2, "uneven_workers:predict_remainder", legacy, timeout=180)
+    for r, o in enumerate(outs):
+        assert o["shape"] == [PREDICT_ROWS, 10], r
+        np.testing.assert_allclose(o["got"], o["ref"], rtol=1e-5, atol=1e-6, err_msg=f"rank {r}")

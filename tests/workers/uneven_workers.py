@@ -1,0 +1,191 @@
+"""Uneven work across processes, run in separate processes by tests/test_tf_uneven.py.
+
+All-gathers whose dimension 0 differs per process (NumPy ``allgatherv``, the
+TF op eagerly, in ``tf.function`` and under a gradient, ``strategy.gather``,
+``ReplicaContext.all_gather``, sparse gradients with a different number of
+slices per worker, Keras ``predict`` with a remainder) and Keras ``fit`` on
+a different number of batches per worker.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from tf_setup import digits
+
+PREDICT_ROWS = 261  # 8 global batches of 32 and 5 rows: the last batch splits 3 + 2
+PREDICT_BATCH = 32
+
+
+def _tf(ndev: int = 1):
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * ndev)
+    return tf
+
+
+def _rows(rank: int, width: int = 3) -> np.ndarray:
+    """rank + 1 rows of ``width``, each value naming its rank and row."""
+    return (np.arange((rank + 1) * width, dtype=np.float32).reshape(rank + 1, width)
+            + 100 * rank)
+
+
+def _expected(size: int, width: int = 3) -> np.ndarray:
+    return np.concatenate([_rows(r, width) for r in range(size)])
+
+
+def core_allgatherv(rank: int, size: int, addr: str) -> dict:
+    """NumPy: uneven rows, an empty contribution, equal rows, and a row-shape mismatch."""
+    import pytfcomm
+
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr)
+    out: dict = {}
+    try:
+        out["uneven"] = comm.allgatherv(_rows(rank)).tolist()
+        empty = np.zeros((0 if rank == 0 else 2, 4), np.int64) + rank
+        out["empty"] = comm.allgatherv(empty).tolist()
+        out["even"] = comm.allgatherv(np.full((2, 2), rank, np.int32)).tolist()
+        try:
+            comm.allgatherv(np.zeros((2, 3 + rank), np.float32))
+            out["row_mismatch"] = "no error"
+        except pytfcomm.MismatchError as e:
+            out["row_mismatch"] = str(e)
+        try:
+            comm.allgatherv(np.zeros((2, 3), np.float32 if rank else np.float64))
+            out["dtype_mismatch"] = "no error"
+        except pytfcomm.MismatchError as e:
+            out["dtype_mismatch"] = str(e)
+        out["after"] = comm.allgatherv(_rows(rank)).tolist()  # still usable
+    finally:
+        comm.close()
+    return out
+
+
+def tf_allgather(rank: int, size: int, addr: str) -> dict:
+    """The TF op with uneven dimension 0: eager, tf.function, gradient, mismatch, sparse."""
+    tf = _tf()
+    import pytfcomm
+    import pytfcomm.tf as ptf
+
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr)
+    ptf.set_default_communicator(comm)
+    out: dict = {}
+    try:
+        out["eager"] = ptf.allgather(tf.constant(_rows(rank))).numpy().tolist()
+
+        @tf.function
+        def traced(x):
+            return ptf.allgather(x)
+
+        # The same function with a different row count every call.
+        out["traced"] = [traced(tf.constant(_rows(rank + k) + k)).numpy().tolist()
+                         for k in range(3)]
+        # d(sum(w * gather(x)))/dx: this process's rows of w.
+        x = tf.Variable(_rows(rank))
+        w = tf.constant(np.arange(_expected(size).size, dtype=np.float32)
+                        .reshape(_expected(size).shape))
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * ptf.allgather(x))
+        out["grad"] = tape.gradient(loss, x).numpy().tolist()
+        try:
+            ptf.allgather(tf.zeros([2, 3 + rank]))
+            out["row_mismatch"] = "no error"
+        except tf.errors.FailedPreconditionError as e:
+            out["row_mismatch"] = e.message
+        out["after"] = ptf.allgather(tf.constant(_rows(rank))).numpy().tolist()
+    finally:
+        comm.close()
+    return out
+
+
+def strategy_gather(rank: int, size: int, addr: str, ndev: int) -> dict:
+    """strategy.gather and ReplicaContext.all_gather with rows that differ per replica,
+    and a custom loop whose embedding gradient has a different number of slices per worker."""
+    os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size), PYTFCOMM_ADDR=addr)
+    os.environ.pop("TF_CONFIG", None)
+    tf = _tf(ndev)
+    import pytfcomm
+
+    strategy = pytfcomm.MultiWorkerMirroredStrategy(
+        local_devices=[f"CPU:{i}" for i in range(ndev)] if ndev > 1 else None)
+    out: dict = {}
+
+    def rows_of(ctx):  # replica i contributes i + 1 rows of value i
+        i = ctx.replica_id_in_sync_group
+        return tf.fill([i + 1, 2], float(i))
+
+    values = strategy.experimental_distribute_values_from_function(rows_of)
+    out["gather0"] = strategy.gather(values, axis=0).numpy()[:, 0].tolist()
+
+    def cols_of(ctx):  # axis 1: replica i contributes i + 1 columns
+        i = ctx.replica_id_in_sync_group
+        return tf.fill([2, i + 1], float(i))
+
+    cols = strategy.experimental_distribute_values_from_function(cols_of)
+    out["gather1"] = strategy.gather(cols, axis=1).numpy()[0].tolist()
+
+    @tf.function
+    def replica_all_gather(v):
+        def fn(x):
+            return tf.distribute.get_replica_context().all_gather(x, axis=0)
+
+        return strategy.run(fn, args=(v,))
+
+    gathered = strategy.experimental_local_results(replica_all_gather(values))
+    out["all_gather"] = [g.numpy()[:, 0].tolist() for g in gathered]
+    out["sparse"] = _sparse_loop(tf, strategy, rank)
+    return out
+
+
+def _sparse_loop(tf, strategy, rank: int) -> list[list[float]]:
+    """An embedding trained on ids whose count differs per worker (IndexedSlices gradients)."""
+    with strategy.scope():
+        table = tf.Variable(tf.zeros([8, 2]))
+    n_ids = 1 + 2 * rank  # this worker looks up 1, 3, 5, ... ids
+
+    @tf.function
+    def step():
+        def fn():
+            ids = tf.range(n_ids) % 8
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.gather(table, ids))
+            (g,) = tape.gradient(loss, [table])
+            ctx = tf.distribute.get_replica_context()
+            total = ctx.all_reduce("SUM", g)
+            table.assign_sub(0.5 * tf.convert_to_tensor(total))
+
+        strategy.run(fn)
+
+    step()
+    return table.numpy().tolist()
+
+
+def _predict_model(k):
+    k.utils.set_random_seed(3)
+    return k.Sequential([k.Input((64,)), k.layers.Dense(16, activation="relu"),
+                         k.layers.Dense(10)])
+
+
+def predict_remainder(rank: int, size: int, addr: str, legacy: bool) -> dict:
+    """Keras predict on PREDICT_ROWS rows: the last global batch splits unevenly."""
+    os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size), PYTFCOMM_ADDR=addr)
+    os.environ.pop("TF_CONFIG", None)
+    if legacy:
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    tf = _tf()
+    if legacy:
+        import tf_keras as k
+    else:
+        import keras as k
+    import pytfcomm
+
+    strategy = pytfcomm.MultiWorkerMirroredStrategy()
+    x, _ = digits(PREDICT_ROWS)
+    with strategy.scope():
+        model = _predict_model(k)
+    ds = tf.data.Dataset.from_tensor_slices(x).batch(PREDICT_BATCH)
+    got = model.predict(ds, verbose=0)
+    ref = _predict_model(k).predict(x, batch_size=PREDICT_BATCH, verbose=0)
+    return {"shape": list(got.shape), "got": got, "ref": ref}

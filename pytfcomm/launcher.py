@@ -7,8 +7,10 @@
 
 Every rank gets PYTFCOMM_RANK/SIZE/ADDR/LOCAL_RANK/LOCAL_SIZE, TF_CONFIG and the job
 secret PYTFCOMM_SECRET; its output lines are prefixed with ``[rank] ``. When a rank fails
-the others are stopped and the launcher exits with that rank's code. Under ``srun`` or
-``mpirun`` no launcher is needed: ``pytfcomm.init()`` reads their variables.
+the others are stopped and the launcher exits with that rank's code, or with
+``--restarts N`` starts every rank again, up to N times (``PYTFCOMM_RESTART_COUNT`` tells
+the ranks which run they are in). Under ``srun`` or ``mpirun`` no launcher is needed:
+``pytfcomm.init()`` reads their variables.
 docs/launching.md describes every option; docs/security.md the secret.
 
 This module imports neither TensorFlow nor anything that needs it.
@@ -31,8 +33,9 @@ from ._launch.plan import (
     make_plan,
     remote_passthrough,
 )
-from ._launch.procs import Job, RankSpec
+from ._launch.procs import RankSpec
 from ._launch.remote import DEFAULT_SSH, ssh_argv
+from ._launch.restart import run_with_restarts
 
 __all__ = ["build_parser", "main"]
 
@@ -47,6 +50,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must not be negative")
     return value
 
 
@@ -77,8 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
         usage=f"{PROG} [-np N] [-H HOST:SLOTS,... | --hostfile FILE] [options] command [args...]",
         description="Start the ranks of a pytfcomm job and supervise them.",
         epilog="Exit code: 0 when every rank succeeds; otherwise the first failing rank's code "
-        "(128+N if killed by signal N), 128+N when the launcher got signal N, 124 on "
-        "--timeout, 2 for bad arguments. See docs/launching.md.",
+        "(128+N if killed by signal N; with --restarts, of the last run), 128+N when the "
+        "launcher got signal N, 124 on --timeout, 2 for bad arguments. "
+        "See docs/launching.md.",
         allow_abbrev=False,
     )
     p.add_argument(
@@ -143,6 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=_seconds, metavar="S", help="stop the job after S seconds and exit 124"
     )
     p.add_argument(
+        "--restarts",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="when a rank fails, stop the job and start every rank again, up to N times; "
+        "ranks get PYTFCOMM_RESTART_COUNT (0 on the first run) (default 0)",
+    )
+    p.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -165,16 +187,22 @@ def _check_bind(bind: str | None) -> None:
         raise UsageError(f"--bind {bind!r} is not an address of this machine.")
 
 
-def _rank_specs(args: argparse.Namespace, command: list[str]) -> tuple[list[RankSpec], str]:
+def _rank_specs(
+    args: argparse.Namespace, command: list[str], attempt: int = 0
+) -> tuple[list[RankSpec], str]:
+    """Every rank's spec for run ``attempt`` (0, then 1.. on restarts): a new plan each
+    time, so fresh ports when the launcher picks them and a fresh secret unless given."""
     _check_bind(args.bind)
     placements = place(_hosts(args), args.np)
     plan = make_plan(placements, port=args.port, bind=args.bind)
     secret = job_secret(os.environ)
+    runs = {"PYTFCOMM_RESTART_COUNT": str(attempt), "PYTFCOMM_MAX_RESTARTS": str(args.restarts)}
     exported = forwarded_vars(args.export, os.environ)
     base = {**local_env(os.environ), **exported}
     passthrough = {**remote_passthrough(os.environ), **exported}
     specs = []
-    for p, env in zip(plan.placements, plan.envs, strict=True):
+    for p, rank_env in zip(plan.placements, plan.envs, strict=True):
+        env = {**rank_env, **runs}
         if p.host.local:
             full = {**base, **env, "PYTFCOMM_SECRET": secret}
             specs.append(RankSpec(p.rank, p.host.target, command, full))
@@ -203,24 +231,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     def say(message: str) -> None:
         print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
+    def specs_for(attempt: int) -> list[RankSpec]:
+        specs, summary = _rank_specs(args, command, attempt)
+        if args.verbose:
+            say(summary)
+            for s in specs:
+                where = "local" if s.stdin_line is None else "ssh"
+                say(f"rank {s.rank} on {s.host} ({where}): {shlex.join(s.argv)[:300]}")
+        return specs
+
     try:
-        specs, summary = _rank_specs(args, command)
+        first = specs_for(0)
     except UsageError as exc:
         parser.print_usage(sys.stderr)
         say(f"error: {exc}")
         return USAGE_EXIT
-    if args.verbose:
-        say(summary)
-        for s in specs:
-            where = "local" if s.stdin_line is None else "ssh"
-            say(f"rank {s.rank} on {s.host} ({where}): {shlex.join(s.argv)[:300]}")
     try:
         relay = OutputRelay(prefix=not args.no_prefix, output_dir=args.output_dir)
     except OSError as exc:
         say(f"error: --output-dir {args.output_dir!r}: {exc}")
         return USAGE_EXIT
-    job = Job(relay, kill_timeout=args.kill_timeout, timeout=args.timeout, say=say)
-    return job.run(specs)
+
+    def relay_for(attempt: int) -> OutputRelay:
+        if attempt == 0:
+            return relay
+        return OutputRelay(prefix=not args.no_prefix, output_dir=args.output_dir, append=True)
+
+    return run_with_restarts(
+        first,
+        specs_for,
+        relay_for,
+        restarts=args.restarts,
+        kill_timeout=args.kill_timeout,
+        timeout=args.timeout,
+        say=say,
+    )
 
 
 if __name__ == "__main__":

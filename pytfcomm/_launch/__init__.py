@@ -2,6 +2,7 @@
 
 One job per module: ``hosts`` parses ``-H``/``--hostfile`` and places ranks, ``plan``
 computes every rank's environment (ports, TF_CONFIG, secret), ``remote`` builds ssh
-commands, ``output`` prefixes the ranks' output, ``procs`` starts and supervises them.
+commands, ``output`` prefixes the ranks' output, ``procs`` starts and supervises them,
+``restart`` runs the job again after a rank failure (``--restarts``).
 Nothing here imports TensorFlow or opens a network connection other than to pick ports.
 """

@@ -40,8 +40,10 @@ class OutputRelay:
         output_dir: str | None = None,
         stdout: BinaryIO | None = None,
         stderr: BinaryIO | None = None,
+        append: bool = False,
     ) -> None:
         self._prefix = prefix
+        self._mode = "ab" if append else "wb"  # append: a restarted job adds to the logs
         self._dir = Path(output_dir) if output_dir else None
         if self._dir is not None:
             self._dir.mkdir(parents=True, exist_ok=True)
@@ -56,7 +58,7 @@ class OutputRelay:
         log = None
         if self._dir is not None:
             name = f"rank.{rank}.{'stderr' if is_stderr else 'stdout'}"
-            log = open(self._dir / name, "wb")
+            log = open(self._dir / name, self._mode)
         prefix = f"[{rank}] ".encode() if self._prefix else b""
         self._sel.register(fd, selectors.EVENT_READ, _Stream(rank, sink, prefix, log))
 

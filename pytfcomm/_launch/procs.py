@@ -7,6 +7,8 @@
   end makes the remote watchdog kill the remote rank).
 * Exits are noticed with ``waitid(WNOWAIT)``: an exited rank stays a zombie until the
   end, so its process-group id cannot be reused and ``killpg`` never hits a stranger.
+* One :class:`Job` is one attempt: ``restart.py`` runs a new one (new ports, new secret)
+  when :attr:`Job.failed` says a rank failed and restarts are left.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .output import OutputRelay
 
-__all__ = ["Job", "RankSpec", "exit_code"]
+__all__ = ["Failure", "Job", "RankSpec", "catch_signals", "exit_code", "restore_signals"]
 
 _PR_SET_PDEATHSIG = 1
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -53,6 +56,21 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def catch_signals(into: list[int]) -> dict[int, Any]:
+    """Append every SIGINT, SIGTERM and SIGHUP to ``into`` from now on; the old handlers."""
+
+    def record(signum: int, _frame: object) -> None:
+        into.append(signum)
+
+    return {s: signal.signal(s, record) for s in _FORWARDED}
+
+
+def restore_signals(old: dict[int, Any]) -> None:
+    """Put back the handlers :func:`catch_signals` replaced."""
+    for s, handler in old.items():
+        signal.signal(s, handler)
+
+
 def exit_code(status: int) -> int:
     """A Popen-style status (negative: killed by that signal) as a shell exit code."""
     return 128 - status if status < 0 else status
@@ -80,6 +98,23 @@ class RankSpec:
     stdin_line: bytes | None = None
 
 
+@dataclass(frozen=True)
+class Failure:
+    """The first rank that failed in a job: its rank and Popen-style status."""
+
+    rank: int
+    status: int
+
+    def __str__(self) -> str:
+        if self.status >= 0:
+            return f"rank {self.rank} exited with code {self.status}"
+        try:
+            name = signal.Signals(-self.status).name
+        except ValueError:
+            name = f"signal {-self.status}"
+        return f"rank {self.rank} died ({name})"
+
+
 @dataclass
 class _Rank:
     spec: RankSpec
@@ -105,7 +140,13 @@ def _peek_status(popen: subprocess.Popen) -> int | None:
 
 
 class Job:
-    """A set of ranks supervised together; :meth:`run` returns the launcher's exit code."""
+    """A set of ranks supervised together; :meth:`run` returns the launcher's exit code.
+
+    ``deadline`` (``time.monotonic()``) ends the job as ``--timeout`` does (default: now +
+    ``timeout``). ``signals`` collects the signals the launcher gets; pass one list to
+    several jobs run one after the other (restarts) so that none is lost between them.
+    After :meth:`run`, :attr:`failed` tells whether the job ended because a rank failed.
+    """
 
     def __init__(
         self,
@@ -114,15 +155,21 @@ class Job:
         kill_timeout: float,
         timeout: float | None,
         say: Callable[[str], None],
+        deadline: float | None = None,
+        signals: list[int] | None = None,
     ) -> None:
         self._relay = relay
         self._kill_timeout = kill_timeout
         self._timeout = timeout
+        self._deadline = deadline
         self._say = say
         self._ranks: list[_Rank] = []
-        self._signals: list[int] = []
+        self._signals: list[int] = [] if signals is None else signals
         self._stop_deadline: float | None = None
         self._hard_killed = False
+        #: The first rank failure, when that (not a signal, --timeout or a rank that
+        #: could not be started) is what ended the job; None otherwise.
+        self.failed: Failure | None = None
 
     # ------------------------------------------------------------------ starting
     def _spawn(self, spec: RankSpec) -> _Rank:
@@ -182,21 +229,19 @@ class Job:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(r.popen.pid, signal.SIGKILL)
 
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        self._signals.append(signum)
-
     # ------------------------------------------------------------------ running
     def run(self, specs: Sequence[RankSpec]) -> int:
         """Start every rank, relay output, and return the exit code (docs/launching.md)."""
-        old = {s: signal.signal(s, self._on_signal) for s in _FORWARDED}
+        old = catch_signals(self._signals)
         try:
             return self._run(specs)
         finally:
             self._cleanup()
-            for s, handler in old.items():
-                signal.signal(s, handler)
+            restore_signals(old)
 
     def _run(self, specs: Sequence[RankSpec]) -> int:
+        if self._signals:  # a signal came before anything started: start nothing
+            return 128 + self._signals[0]
         for spec in specs:
             if self._signals:
                 break
@@ -207,7 +252,9 @@ class Job:
                 self._stop_all(signal.SIGTERM)
                 self._wait_stopped()
                 return 126 if isinstance(exc, PermissionError) else 127
-        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        deadline = self._deadline
+        if deadline is None and self._timeout is not None:
+            deadline = time.monotonic() + self._timeout
         result: int | None = None
         handled_signals = 0
         while True:
@@ -221,7 +268,10 @@ class Job:
                     self._say(f"received {signal.Signals(sig).name}: forwarding it to all ranks")
                     self._stop_all(sig)
                 else:
-                    self._say(f"received {signal.Signals(sig).name} again: killing all ranks")
+                    self._say(
+                        f"received {signal.Signals(sig).name} while stopping the ranks: "
+                        "killing them"
+                    )
                     self._kill_all()
             for r in self._ranks:
                 if r.status is not None:
@@ -231,6 +281,7 @@ class Job:
                     continue
                 if r.status != 0:
                     result = exit_code(r.status)
+                    self.failed = Failure(r.spec.rank, r.status)
                     alive = sum(1 for x in self._ranks if x.status is None)
                     self._say(
                         f"rank {r.spec.rank} (host {r.spec.host}, pid {r.popen.pid}) "

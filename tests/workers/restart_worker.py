@@ -4,9 +4,10 @@ Every run appends one JSON line to OUTDIR/runs<rank>.jsonl (its restart count, p
 rendezvous address and a digest of its secret), so the test sees each run of each rank.
 
 * ``once HOW FAIL_RANK``: FAIL_RANK fails in the first run only (PYTFCOMM_RESTART_COUNT
-  is 0): HOW is an exit code or ``kill`` (SIGKILL itself); every other run exits 0;
+  is 0), once every rank has recorded that run: HOW is an exit code or ``kill`` (SIGKILL
+  itself); every other run exits 0;
 * ``always CODE FAIL_RANK [DELAY]``: FAIL_RANK exits with CODE in every run, after DELAY
-  seconds (default 0);
+  seconds (default 0) and once every rank has recorded the run;
 * ``wait``: write OUTDIR/pid<rank>, wait (bounded) for SIGINT/SIGTERM, record it in
   OUTDIR/got<rank>, exit 0;
 * ``stubborn CODE``: rank 1 exits with CODE once rank 0 has written its pid; rank 0
@@ -16,6 +17,7 @@ rendezvous address and a digest of its secret), so the test sees each run of eac
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -55,12 +57,25 @@ def _wait_for(path: Path) -> None:
         time.sleep(0.02)
 
 
+def _wait_all_recorded(out: Path, count: int) -> None:
+    """Until every rank has recorded run ``count`` (bounded): only then may one fail."""
+    deadline = time.monotonic() + MAX_WAIT
+    for r in range(int(os.environ["PYTFCOMM_SIZE"])):
+        path = out / f"runs{r}.jsonl"
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if sum(1 for line in path.read_text().splitlines() if line.endswith("}")) > count:
+                    break
+            time.sleep(0.02)
+
+
 def main() -> None:
     mode, out = sys.argv[1], Path(sys.argv[2])
     rank, count = _record(out)
     if mode == "once":
         how, fail_rank = sys.argv[3], int(sys.argv[4])
         if rank == fail_rank and count == 0:
+            _wait_all_recorded(out, count)
             if how == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             sys.exit(int(how))
@@ -68,6 +83,7 @@ def main() -> None:
         code, fail_rank = int(sys.argv[3]), int(sys.argv[4])
         if rank == fail_rank:
             time.sleep(float(sys.argv[5]) if len(sys.argv) > 5 else 0.0)
+            _wait_all_recorded(out, count)
             sys.exit(code)
     elif mode == "wait":
         got: list[int] = []

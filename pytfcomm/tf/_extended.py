@@ -174,12 +174,20 @@ class Extended(tf_mwms.CollectiveAllReduceExtended):
 
         return initial_value_fn
 
+    def _to_own_device(self, pairs: Any) -> list[Any]:
+        # ReplicaContext.all_reduce/all_gather with one replica per worker pass
+        # the value's own device as its destination; inside a tf.function that
+        # is often "" (no device scope), which TF rejects ("destinations can
+        # not be empty"): the destination is then this worker's device.
+        return [(v, d if tf_cdo.check_destinations(d) else self.worker_devices[0])
+                for v, d in pairs]
+
+    def _batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
+                         options: Any) -> Any:
+        return super()._batch_reduce_to(reduce_op, self._to_own_device(value_destination_pairs),
+                                        options)
+
     def _batch_gather_to(self, value_destination_pairs: Any, axis: Any,
                          options: Any = None) -> Any:
-        # ReplicaContext.all_gather with one replica per worker passes the
-        # value's own device as its destination; inside a tf.function that is
-        # often "" (no device scope), which TF rejects ("destinations can not
-        # be empty"): gather to this worker's device instead.
-        pairs = [(v, d if tf_cdo.check_destinations(d) else self.worker_devices[0])
-                 for v, d in value_destination_pairs]
-        return super()._batch_gather_to(pairs, axis, options)
+        return super()._batch_gather_to(self._to_own_device(value_destination_pairs), axis,
+                                        options)

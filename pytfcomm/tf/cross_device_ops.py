@@ -152,6 +152,15 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
     def _batch_all_reduce(self, reduce_op, per_replica_values, options):
         op = _op(reduce_op)
         values = list(per_replica_values)
+        if op == "mean" and any(_mean_after_sum(v) for v in values):
+            # TF's MEAN is the sum in the value's dtype divided by the number
+            # of replicas with `/`: an integer mean is a float (float64 for
+            # int32/int64), a float16 sum that overflows is inf. The engine's
+            # mean keeps the dtype and divides before rounding, so these go
+            # as a SUM and are divided here, exactly as TF does.
+            summed = self._batch_all_reduce(ReduceOp.SUM, values, options)
+            total = self._replicas_in_sync(values[0])
+            return [_divide(s, total) for s in summed]
         if self.sparse_as_dense:
             values = [_densify(v) for v in values]
         dense, dense_idx, sparse, sparse_idx = cross_device_utils.split_by_sparsity(values)
@@ -172,6 +181,10 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
         return cross_device_utils.stitch_values(((out_dense, dense_idx),
                                                  (out_sparse, sparse_idx)))
 
+    def _replicas_in_sync(self, value: Any) -> int:
+        comm = coll.active_communicator(self.communicator)
+        return len(_devices(value)) * (comm.size if comm is not None else 1)
+
     def _sparse(self, op: str, value: Any, devices: tuple[str, ...], options: Any) -> Any:
         slices = value.values
         coll.check_dtype(slices[0].values.dtype, "IndexedSlices")
@@ -191,6 +204,34 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
                 ind = tf.cast(idx[i], slices[i].indices.dtype)
                 out.append(tf.IndexedSlices(v, ind, slices[i].dense_shape))
         return _mirrored(out)
+
+
+def _dtype_of(value: Any) -> tf.DType:
+    v = value.values[0] if isinstance(value, value_lib.DistributedValues) else value
+    return v.values.dtype if isinstance(v, tf.IndexedSlices) else v.dtype
+
+
+def _mean_after_sum(value: Any) -> bool:
+    """Whether TF's MEAN of ``value`` differs from the engine's: integers and 16-bit floats."""
+    dtype = _dtype_of(value)
+    return dtype.is_integer or dtype in (tf.float16, tf.bfloat16)
+
+
+def _divide(value: Any, n: int) -> Any:
+    """``value / n`` on every device, as TF's reductions divide a MEAN."""
+    per_device = value.values if isinstance(value, value_lib.DistributedValues) else (value,)
+    out = []
+    for v in per_device:
+        with tf.device(_device_of_value(v)):
+            if isinstance(v, tf.IndexedSlices):
+                out.append(tf.IndexedSlices(v.values / n, v.indices, v.dense_shape))
+            else:
+                out.append(v / n)
+    return _mirrored(out)
+
+
+def _device_of_value(v: Any) -> str:
+    return (v.values if isinstance(v, tf.IndexedSlices) else v).device
 
 
 def _first(value: Any) -> Any:

@@ -72,3 +72,21 @@ def test_predict_with_a_remainder(ranks, legacy):
     for r, o in enumerate(outs):
         assert o["shape"] == [PREDICT_ROWS, 10], r
         np.testing.assert_allclose(o["got"], o["ref"], rtol=1e-5, atol=1e-6, err_msg=f"rank {r}")
+
+
+@pytest.mark.parametrize("steps_per_epoch", [None, 4])
+def test_fit_with_a_different_number_of_batches_per_worker(ranks, steps_per_epoch):
+    """Worker w has 4 + w global batches (auto-sharding off; 8 + 2w steps of 8 rows each).
+
+    Before, Keras 3 stopped each worker at its own count and the other waited in
+    TF's end-of-data all-reduce until the timeout."""
+    outs = ranks(2, "uneven_workers:fit_uneven", steps_per_epoch, timeout=180,
+                 env={"PYTFCOMM_TIMEOUT": "30"})
+    epochs = 2
+    want_steps = epochs * (steps_per_epoch or 10)  # the longer worker's count
+    for r, o in enumerate(outs):
+        assert o["steps"] == want_steps, (r, o["steps"])
+        assert all(np.isfinite(o["loss"])), o["loss"]
+        for a, b in zip(o["weights"], outs[0]["weights"], strict=True):
+            assert np.array_equal(a, b), f"worker {r}'s weights differ from worker 0's"
+    assert outs[0]["loss"] == outs[1]["loss"]

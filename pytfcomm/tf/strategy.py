@@ -26,6 +26,7 @@ from tensorflow.python.distribute.cluster_resolver import (
 from .. import _cluster
 from .. import communicator as comm_lib
 from ..errors import ConfigError, InvalidArgumentError
+from . import uneven_data
 from . import collectives as coll
 from ._extended import Extended
 from .cross_device_ops import HierarchicalAllReduce, PytfcommCrossDeviceOps, RingAllReduce
@@ -165,6 +166,7 @@ class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
                 f"{comm.size} rank(s): give both the same job (one pytfcomm rank per TF "
                 "worker; an evaluator must not join)")
         self._pytfcomm_comm = comm
+        uneven_data.install()  # Keras 3 epochs end where every worker's data does
 
     @property
     def communicator(self) -> Any:
@@ -185,6 +187,16 @@ class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
         if axis is not None and _rank(value) == 0:
             axis = None
         return super().reduce(reduce_op, value, axis)
+
+    def experimental_distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
+        """TF's, and the workers agree whether their datasets have equal batch counts.
+
+        When they do not, Keras 3 ``fit``/``evaluate``/``predict`` run until every
+        worker is out of data (workers already out get empty batches, as TF's
+        iterator gives them), instead of each stopping at its own count.
+        """
+        distributed = super().experimental_distribute_dataset(dataset, options)
+        return uneven_data.agree_on_batches(dataset, distributed, self._pytfcomm_comm)
 
 
 def _rank(value: Any) -> int | None:

@@ -189,3 +189,34 @@ def predict_remainder(rank: int, size: int, addr: str, legacy: bool) -> dict:
     got = model.predict(ds, verbose=0)
     ref = _predict_model(k).predict(x, batch_size=PREDICT_BATCH, verbose=0)
     return {"shape": list(got.shape), "got": got, "ref": ref}
+
+
+FIT_BATCH = 16  # per worker
+
+
+def fit_uneven(rank: int, size: int, addr: str, steps_per_epoch: int | None,
+               repeat: bool = False, epochs: int = 2) -> dict:
+    """Keras 3 fit where worker w has 4 + w batches of its own (no auto-sharding)."""
+    os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size), PYTFCOMM_ADDR=addr)
+    os.environ.pop("TF_CONFIG", None)
+    tf = _tf()
+    import keras
+
+    import pytfcomm
+
+    strategy = pytfcomm.MultiWorkerMirroredStrategy()
+    x, y = digits(FIT_BATCH * (4 + size))
+    rows = FIT_BATCH * (4 + rank)
+    ds = tf.data.Dataset.from_tensor_slices((x[:rows], y[:rows])).batch(FIT_BATCH)
+    opts = tf.data.Options()
+    opts.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    ds = ds.with_options(opts)
+    if repeat:
+        ds = ds.repeat()
+    with strategy.scope():
+        model = _predict_model(keras)
+        model.compile(keras.optimizers.SGD(0.05),
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    hist = model.fit(ds, epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=0)
+    return {"weights": [w.numpy() for w in model.weights], "loss": hist.history["loss"],
+            "steps": int(model.optimizer.iterations.numpy())}

@@ -650,7 +650,10 @@ def _from_tf_config(env: Mapping[str, str]) -> ClusterSpec | None:
         raise _tf_error(
             f'cluster has "ps" tasks {_quote(cluster["ps"])}',
             'parameter-server clusters are not supported by all-reduce; remove "ps" and '
-            'run a MultiWorkerMirroredStrategy-style cluster of "chief"/"worker" tasks',
+            'run a MultiWorkerMirroredStrategy-style cluster of "chief"/"worker" tasks, '
+            "where every worker holds all variables and updates them synchronously. How to "
+            "move a ps/worker or ParameterServerStrategy job, and what all-reduce does not "
+            "replace (asynchronous updates): docs/migrating.md#no-parameter-servers",
         )
 
     entries: dict[str, list[tuple[str, int]]] = {}
@@ -709,7 +712,10 @@ def _from_tf_config(env: Mapping[str, str]) -> ClusterSpec | None:
         raise ConfigError(
             f"TF_CONFIG task {_quote(task)} is an evaluator: evaluators don't join "
             "collectives, so an evaluator process must not initialise pytfcomm. Only "
-            '"chief" and "worker" tasks take part in all-reduce.'
+            '"chief" and "worker" tasks take part in all-reduce. Run the evaluation as a '
+            "separate process that reads the chief's checkpoints and never calls "
+            "pytfcomm.init() or pytfcomm.MultiWorkerMirroredStrategy(): "
+            "docs/migrating.md#no-evaluator-task."
         )
     if ttype not in ("chief", "worker"):
         raise _tf_error(

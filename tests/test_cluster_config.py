@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -417,22 +419,52 @@ def test_tf_config_port_and_addr_overrides(env: Env, monkeypatch: pytest.MonkeyP
     assert env(PYTFCOMM_ADDR="[fd00::9]:8000").addr == "[fd00::9]:8000"
 
 
+MIGRATING = Path(__file__).resolve().parents[1] / "docs" / "migrating.md"
+
+
+def _doc_sections(path: Path) -> set[str]:
+    """GitHub's anchors for the Markdown headings of ``path`` (code blocks skipped)."""
+    anchors, fenced = set(), False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"#{1,6} +(.+?) *$", line)):
+            anchors.add(re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-"))
+    return anchors
+
+
+def _points_to_migrating(message: str, section: str) -> None:
+    """The message names docs/migrating.md#<section>, and that section exists."""
+    assert f"docs/migrating.md#{section}" in message, message
+    assert section in _doc_sections(MIGRATING), f"no section #{section} in {MIGRATING}"
+
+
 def test_tf_config_evaluator_is_refused(env: Env) -> None:
-    raises(
+    message = raises(
         lambda: env(TF_CONFIG=tf(CLUSTER, "evaluator", 0)),
         "evaluators don't join collectives",
         "evaluator",
+        "separate process that reads the chief's checkpoints",
     )
+    _points_to_migrating(message, "no-evaluator-task")
 
 
-def test_tf_config_parameter_servers_are_refused(env: Env) -> None:
-    cluster = {"worker": ["w0:1", "w1:1"], "ps": ["p0:1"]}
-    raises(
-        lambda: env(TF_CONFIG=tf(cluster)),
+@pytest.mark.parametrize(
+    ("ttype", "index"), [("worker", 0), ("worker", 1), ("chief", 0), ("ps", 0)]
+)
+def test_tf_config_parameter_servers_are_refused(env: Env, ttype: str, index: int) -> None:
+    """Whichever task this process is: a ParameterServerStrategy cluster (chief, workers,
+    ps) is refused, with what to do and where the migration is described."""
+    cluster = {"chief": ["c:1"], "worker": ["w0:1", "w1:1"], "ps": ["p0:1"]}
+    message = raises(
+        lambda: env(TF_CONFIG=tf(cluster, ttype, index)),
         '"ps"',
         "p0:1",
         "parameter-server clusters are not supported by all-reduce",
+        'remove "ps"',
+        "asynchronous updates",
     )
+    _points_to_migrating(message, "no-parameter-servers")
 
 
 @pytest.mark.parametrize(

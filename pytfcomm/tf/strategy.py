@@ -26,7 +26,7 @@ from tensorflow.python.distribute.cluster_resolver import (
 from .. import _cluster
 from .. import communicator as comm_lib
 from ..errors import ConfigError, InvalidArgumentError
-from . import uneven_data
+from . import backup, uneven_data
 from . import collectives as coll
 from ._extended import Extended
 from .cross_device_ops import HierarchicalAllReduce, PytfcommCrossDeviceOps, RingAllReduce
@@ -166,6 +166,7 @@ class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
                 f"{comm.size} rank(s): give both the same job (one pytfcomm rank per TF "
                 "worker; an evaluator must not join)")
         self._pytfcomm_comm = comm
+        backup.install()  # Keras 3 BackupAndRestore: only the chief writes (tf/backup.py)
         uneven_data.install()  # Keras 3 epochs end where every worker's data does
 
     @property

@@ -87,6 +87,8 @@ def test_plain_keras_callback_on_two_workers_one_directory(tmp_path: Path) -> No
     for o in outs:
         # Leftovers of a killed save are cleared; only the chief's files (and .bkp) remain.
         assert o["kept"] == [2, sorted([*CHIEF_FILES, *(f + ".bkp" for f in CHIEF_FILES)])]
+        # An unreadable current backup: the .bkp pair (epoch 1) is used, 3 epochs remain.
+        assert o["from_bkp"] == [3, reference]
         # Metadata older than the weights: resume from the weights' epoch (2 of 4 left),
         # ending exactly where an uninterrupted fit ends.
         assert o["torn"] == [2, reference]

@@ -37,6 +37,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,6 +54,7 @@ ATTR = "pytfcomm_training_metadata"
 STAGING = ".pytfcomm-staging"
 #: The name under which the workers' own collectives run (docs/negotiation.md).
 _STREAM = "pytfcomm.backup_and_restore"
+_UNREADABLE = -2  # a worker's restore raised (it raises that error itself)
 _PATH_ATTRS = (
     "backup_dir",
     "_weights_path",
@@ -286,28 +288,34 @@ def _load(callback: Any) -> int:
     return int(model._initial_epoch or 0) if found else -1
 
 
-def _restore(callback: Any, job: _Job) -> None:
-    """Every worker reads the chief's backup (read only), then they compare epochs."""
+def _read(callback: Any) -> tuple[int, int]:
+    """(epoch restored or -1, 0 from the current pair / 1 from the .bkp pair)."""
     from keras.src.utils import file_utils
 
-    source = 0
     try:
-        epoch = _load(callback)
+        return _load(callback), 0
     except OSError:
         # Keras falls back to the .bkp pair, copying it over the current one; here the
         # workers only read it and the chief repairs the files once all have read.
         if not file_utils.exists(callback._prev_weights_path):
             raise
         with _prev_paths(callback):
-            epoch = _load(callback)
-        source = 1
+            return _load(callback), 1
+
+
+def _restore(callback: Any, job: _Job) -> None:
+    """Every worker reads the chief's backup (read only), then they compare epochs."""
+    failure: BaseException | None = None
+    try:
+        epoch, source = _read(callback)
+    except Exception as exc:  # still take part in the all-gather, then raise it
+        failure, epoch, source = exc, _UNREADABLE, 0
     mine = np.array([[epoch, source]], dtype=np.int64)
     every = job.comm.allgather(mine, name=_STREAM)
+    if failure is not None:
+        raise failure
     if not (every == every[0]).all():
-        seen = ", ".join(
-            f"worker {r}: {'no backup' if e < 0 else f'epoch {e}'}"
-            for r, (e, _) in enumerate(every)
-        )
+        seen = ", ".join(f"worker {r}: {_said(e)}" for r, (e, _) in enumerate(every))
         raise ConfigError(
             f"BackupAndRestore: the workers found different backups in "
             f"{callback.backup_dir!r} ({seen}). Every worker restores from the chief's "
@@ -318,14 +326,30 @@ def _restore(callback: Any, job: _Job) -> None:
         _keep(callback._prev_weights_path, callback._weights_path)
         if os.path.exists(callback._prev_training_metadata_path):
             _keep(callback._prev_training_metadata_path, callback._training_metadata_path)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(callback._training_metadata_path)
+
+
+def _said(epoch: int) -> str:
+    if epoch == _UNREADABLE:
+        return "could not read it"
+    return "no backup" if epoch < 0 else f"epoch {epoch}"
 
 
 @contextlib.contextmanager
 def _prev_paths(callback: Any) -> Iterator[None]:
+    """Point the callback at the .bkp pair; Keras loads only ``*.weights.h5`` names, so
+    the weights are read through a private copy (never written where others read)."""
+    from keras.src.utils import file_utils
+
     weights, meta = callback._weights_path, callback._training_metadata_path
-    callback._weights_path = callback._prev_weights_path
-    callback._training_metadata_path = callback._prev_training_metadata_path
+    private = tempfile.mkdtemp(prefix="pytfcomm-backup-")
     try:
+        callback._weights_path = os.path.join(private, "latest.weights.h5")
+        file_utils.copy(callback._prev_weights_path, callback._weights_path)
+        callback._training_metadata_path = callback._prev_training_metadata_path
         yield
     finally:
         callback._weights_path, callback._training_metadata_path = weights, meta
+        shutil.rmtree(private, ignore_errors=True)

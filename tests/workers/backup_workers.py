@@ -9,7 +9,8 @@
     lock file");
   - ``double_checkpoint=True, delete_checkpoint=False`` over what a killed save left
     (a staging file, a worker's temporary directory): what remains is the chief's
-    files and their ``.bkp`` copies only;
+    files and their ``.bkp`` copies only; then, with the current weights file made
+    unreadable, every worker resumes from the ``.bkp`` pair;
   - a backup whose ``training_metadata.json`` is older than its weights (the chief
     killed between moving the two files into place): ``fit`` resumes from the epoch
     the weights carry;
@@ -100,6 +101,14 @@ def keras3(out: Path) -> dict:
                      delete_checkpoint=False)  # fmt: skip
     comm.barrier()
     res["kept"] = [epochs, sorted(os.listdir(kept))]
+
+    # The current weights are unreadable: every worker falls back to the .bkp pair
+    # (epoch 1) and trains 3 more epochs, ending where an uninterrupted fit ends.
+    if rank == 0:
+        (kept / "latest.weights.h5").write_bytes(b"not an HDF5 file")
+    comm.barrier()
+    epochs, weights = _fit(keras, strategy, str(kept), epochs=EPOCHS)
+    res["from_bkp"] = [epochs, _digest(weights)]
 
     # A backup of epoch 2 whose metadata still says 1: the weights are the truth.
     torn = out / "torn"

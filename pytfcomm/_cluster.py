@@ -720,7 +720,9 @@ def _from_tf_config(env: Mapping[str, str]) -> ClusterSpec | None:
     if ttype not in ("chief", "worker"):
         raise _tf_error(
             f"task.type is {_quote(ttype) if ttype is not None else 'missing'}",
-            'set task.type to "chief" or "worker"',
+            'set task.type to "chief" or "worker"'
+            + (" (all-reduce has no parameter servers: docs/migrating.md#no-parameter-servers)"
+               if ttype == "ps" else ""),
         )
     if isinstance(index, str) and _DIGITS_RE.fullmatch(index.strip()):
         digits = index.strip().lstrip("0")

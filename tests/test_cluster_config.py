@@ -485,6 +485,8 @@ def test_tf_config_parameter_servers_are_refused(env: Env, ttype: str, index: in
         (tf({"chief": ["a:1", "b:1"], "worker": []}), ("cluster.chief has 2 entries",)),
         (tf({"evaluator": ["e:1"]}, "worker"), ('no "chief" or "worker"',)),
         (tf({"worker": ["a:1"]}, "boss"), ("task.type is 'boss'", '"chief" or "worker"')),
+        (tf({"worker": ["a:1"], "ps": []}, "ps"),
+         ("task.type is 'ps'", "docs/migrating.md#no-parameter-servers")),
         (tf({"worker": ["a:1"]}, "worker", "x"), ("task.index is 'x'",)),
         (tf({"worker": ["a:1"]}, "worker", None), ("task.index is missing",)),
         (

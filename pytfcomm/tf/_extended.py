@@ -135,7 +135,7 @@ class Extended(tf_mwms.CollectiveAllReduceExtended):
             raise ConfigError(
                 f"TensorFlow's cluster has {self._num_workers} worker(s) but the pytfcomm job "
                 f"has {comm.size} rank(s): give both the same job (one pytfcomm rank per TF "
-                "worker; an evaluator must not join)")
+                "worker; an evaluator must not join: docs/migrating.md#no-evaluator-task)")
         if self._id_in_cluster != comm.rank:
             raise ConfigError(
                 f"this worker is {self._task_type}:{self._task_id} (worker "

@@ -164,7 +164,7 @@ class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
             raise ConfigError(
                 f"TensorFlow's cluster has {workers} worker(s) but the pytfcomm job has "
                 f"{comm.size} rank(s): give both the same job (one pytfcomm rank per TF "
-                "worker; an evaluator must not join)")
+                "worker; an evaluator must not join: docs/migrating.md#no-evaluator-task)")
         self._pytfcomm_comm = comm
         backup.install()  # Keras 3 BackupAndRestore: only the chief writes (tf/backup.py)
         uneven_data.install()  # Keras 3 epochs end where every worker's data does

@@ -36,19 +36,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import tensorflow as tf
+from _data import CLASSES, FEATURES, make_data
 
 v1 = tf.compat.v1
-FEATURES, HIDDEN, CLASSES = 16, 32, 4
+HIDDEN = 32
 LR, MOMENTUM = 0.1, 0.9
 
-
-def make_data(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Synthetic classification data: 4 Gaussian blobs in 16 dimensions."""
-    rng = np.random.default_rng(0)
-    centers = rng.normal(size=(CLASSES, FEATURES))
-    y = rng.integers(0, CLASSES, size=n)
-    x = centers[y] + rng.normal(scale=1.5, size=(n, FEATURES))
-    return x.astype(np.float32), y.astype(np.int32)
 
 
 def build_model(seed: int):

@@ -58,8 +58,8 @@ find_program(PYTFCOMM_BIN2C bin2c HINTS ${CUDAToolkit_BIN_DIR} REQUIRED)
 add_custom_command(
   OUTPUT ${_gen}/kernels.fatbin
   COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} --fatbin -O3 -std=c++17 ${_gencode}
-          -o ${_gen}/kernels.fatbin ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/kernels.cu
-  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/kernels.cu
+          -o ${_gen}/kernels.fatbin ${PYTFCOMM_GPU_KERNELS}
+  DEPENDS ${PYTFCOMM_GPU_KERNELS}
   COMMENT "nvcc: csrc/gpu/kernels.cu -> fatbin (sm ${PYTFCOMM_CUDA_ARCHS})"
   VERBATIM)
 # 8-byte elements: cuModuleLoadData wants the image aligned.
@@ -71,18 +71,7 @@ add_custom_command(
   VERBATIM)
 set_source_files_properties(${_gen}/kernels_fatbin.h PROPERTIES GENERATED TRUE)
 
-target_sources(pytfcomm_core PRIVATE
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/cuda_driver.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/nccl_lib.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/device.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/gpu_params.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/nccl_comms.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/staging.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/gpu_comm.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/event_poller.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/clique.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/stream_collectives.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/gpu/stream_launch.cc
+target_sources(pytfcomm_core PRIVATE ${PYTFCOMM_GPU_SOURCES}
   ${_gen}/kernels_fatbin.h
 )
 # Headers only: cuda.h and nccl.h declare types and prototypes; no library.

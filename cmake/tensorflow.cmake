@@ -24,25 +24,14 @@ set_property(CACHE PYTFCOMM_TF_GPU PROPERTY STRINGS AUTO ON OFF)
 # (CMakeLists.txt: no TF headers), so a JIT-built op library finds them in
 # the installed libpytfcomm_core.so.
 
-set(PYTFCOMM_TF_SOURCES
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/ops.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/tf_common.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/cross_worker.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/output_buffer.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/allreduce_kernel.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/gather_kernels.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/c_api.cc
-)
-set(PYTFCOMM_TF_GPU_SOURCES
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/gpu_kernels.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/csrc/tf/tf_gpu_stream.cc
-)
+# The source lists: csrc/tf/CMakeLists.txt.
 
 # Sources and headers for the on-first-use build (a few hundred KiB).
 install(FILES ${PYTFCOMM_TF_SOURCES} DESTINATION pytfcomm/_tf_src/tf)
 install(FILES ${PYTFCOMM_TF_GPU_SOURCES} DESTINATION pytfcomm/_tf_src/tf_gpu)
 install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/csrc/ DESTINATION pytfcomm/_tf_src
         FILES_MATCHING PATTERN "*.h")
+install(FILES ${CMAKE_CURRENT_LIST_DIR}/tf_config.h.in DESTINATION pytfcomm/_tf_src)
 
 execute_process(
   COMMAND ${CMAKE_COMMAND} -E env TF_CPP_MIN_LOG_LEVEL=3
@@ -74,7 +63,6 @@ else()
   set_target_properties(_tf_ops PROPERTIES PREFIX "" INSTALL_RPATH "$ORIGIN")
   target_compile_options(_tf_ops PRIVATE ${_tf_cflags} -Wno-deprecated-declarations
                                          -Wno-interference-size)
-  target_compile_definitions(_tf_ops PRIVATE PYTFCOMM_TF_VERSION="${PYTFCOMM_TF_VERSION}")
   target_link_libraries(_tf_ops PRIVATE pytfcomm_core ${_tf_lflags})
   install(TARGETS _tf_ops LIBRARY DESTINATION pytfcomm)
 
@@ -104,8 +92,11 @@ else()
     target_sources(_tf_ops PRIVATE ${PYTFCOMM_TF_GPU_SOURCES})
     # GOOGLE_CUDA as in TF's own GPU kernels; it changes no class layout in
     # the framework headers used here.
-    target_compile_definitions(_tf_ops PRIVATE PYTFCOMM_TF_GPU=1 GOOGLE_CUDA=1)
+    target_compile_definitions(_tf_ops PRIVATE GOOGLE_CUDA=1)
   endif()
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/tf_config.h.in
+                 ${CMAKE_CURRENT_BINARY_DIR}/generated_tf/tf_config.h)
+  target_include_directories(_tf_ops PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated_tf)
 endif()
 
 configure_file(${CMAKE_CURRENT_LIST_DIR}/tf_build_info.py.in

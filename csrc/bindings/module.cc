@@ -25,10 +25,6 @@ using pytfcomm::Communicator;
 using pytfcomm::DType;
 using pytfcomm::ReduceOp;
 
-#ifndef PYTFCOMM_VERSION
-#define PYTFCOMM_VERSION "0.0.0"
-#endif
-
 namespace {
 
 DType to_dtype(int code) {

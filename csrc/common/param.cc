@@ -90,7 +90,7 @@ Params load() {
   // there is still time to look at it (docs/reliability.md).
   p.stall_warning_s = env_double("PYTFCOMM_STALL_WARNING", 60.0, 0.0, 1e7, "seconds (0 = off)");
   // Enough for the gradients of a ResNet-50-sized model several times over; a
-  // step reuses the previous step's buffers (engine/buffer_cache.h).
+  // step reuses the previous step's buffers (local/buffer_cache.h).
   p.tf_buffer_cache_bytes =
       env_int("PYTFCOMM_TF_BUFFER_CACHE", 1LL << 30, 0, 1LL << 50, "bytes (0 = off)");
   // About TF's coordination service (6-10 s of missed heartbeats), and far

@@ -14,7 +14,7 @@
 #include "common/param.h"
 #include "engine/fusion.h"
 #include "engine/thread_stream.h"
-#include "engine/timeline.h"
+#include "observe/timeline.h"
 #include "transport/shm/connect.h"
 #include "transport/tcp/bootstrap.h"
 #include "transport/tcp/extra_streams.h"

@@ -32,7 +32,7 @@
 #include "common/dtype.h"
 #include "engine/negotiator.h"
 #include "engine/request.h"
-#include "engine/stall_inspector.h"
+#include "observe/stall_inspector.h"
 #include "transport/transport.h"
 
 namespace pytfcomm {

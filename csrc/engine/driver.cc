@@ -14,7 +14,7 @@
 #include "common/logging.h"
 #include "engine/communicator.h"
 #include "engine/round_record.h"
-#include "engine/timeline.h"
+#include "observe/timeline.h"
 
 namespace pytfcomm {
 

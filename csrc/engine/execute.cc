@@ -9,7 +9,7 @@
 #include "common/param.h"
 #include "common/reduce.h"
 #include "engine/communicator.h"
-#include "engine/timeline.h"
+#include "observe/timeline.h"
 
 namespace pytfcomm {
 

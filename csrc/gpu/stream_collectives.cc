@@ -8,13 +8,13 @@
 
 #include "common/error.h"
 #include "common/param.h"
-#include "engine/executor.h"
 #include "gpu/clique.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/device.h"
 #include "gpu/event_poller.h"
 #include "gpu/gpu_params.h"
 #include "gpu/stream_group.h"
+#include "local/executor.h"
 
 namespace pytfcomm::gpu {
 namespace {

@@ -2,12 +2,12 @@
 
 #include "common/error.h"
 #include "common/reduce.h"
-#include "engine/local_reduce.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/device.h"
 #include "gpu/event_poller.h"
 #include "gpu/nccl_lib.h"
 #include "gpu/staging.h"
+#include "local/local_reduce.h"
 
 namespace pytfcomm::gpu {
 namespace {

@@ -1,5 +1,5 @@
 // PytfcommAllReduce on CPU: combines N local replicas of M tensors in the
-// engine (engine/local_reduce.h), then, with a communicator, all-reduces the
+// engine (local/local_reduce.h), then, with a communicator, all-reduces the
 // fusion buffers across processes on the communicator's executor thread.
 //
 // Fusion: consecutive tensors of one dtype smaller than
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "common/reduce.h"
-#include "engine/local_reduce.h"
-#include "engine/timeline.h"
+#include "local/local_reduce.h"
+#include "observe/timeline.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tf/cross_worker.h"

@@ -4,19 +4,9 @@
 // info`).
 #include <cstdint>
 
-#include "engine/buffer_cache.h"
-#include "engine/local_reduce.h"
-
-// The TF version string, from tf.__version__ at build time (TF's own
-// release_version.h needs macros the pip package does not define).
-#ifndef PYTFCOMM_TF_VERSION
-#error "PYTFCOMM_TF_VERSION must be defined by the build"
-#endif
-
-// 1 when the library was built with its GPU kernels (gpu_kernels.cc).
-#ifndef PYTFCOMM_TF_GPU
-#define PYTFCOMM_TF_GPU 0
-#endif
+#include "local/buffer_cache.h"
+#include "local/local_reduce.h"
+#include "tf_config.h"
 
 extern "C" {
 
@@ -24,10 +14,12 @@ __attribute__((visibility("default"))) const char* pytfcomm_tf_compiled_version(
   return PYTFCOMM_TF_VERSION;
 }
 
-__attribute__((visibility("default"))) int pytfcomm_tf_gpu_kernels() { return PYTFCOMM_TF_GPU; }
+__attribute__((visibility("default"))) int pytfcomm_tf_gpu_kernels() {
+  return PYTFCOMM_TF_GPU_KERNELS;
+}
 
 // Indices past the engine's counters read the output-buffer cache
-// (engine/buffer_cache.h): hits, misses, idle bytes. -1 for unknown indices.
+// (local/buffer_cache.h): hits, misses, idle bytes. -1 for unknown indices.
 __attribute__((visibility("default"))) int64_t pytfcomm_tf_counter(int kind) {
   constexpr int kEngine = static_cast<int>(pytfcomm::CounterKind::kCount);
   if (kind >= 0 && kind < kEngine)

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "common/digest.h"
-#include "engine/local_pool.h"
-#include "engine/local_reduce.h"
+#include "local/local_pool.h"
+#include "local/local_reduce.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tf/cross_worker.h"

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/local_reduce.h"
 #include "gpu/stream_collectives.h"
+#include "local/local_reduce.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tf/tf_common.h"

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "engine/buffer_cache.h"
+#include "local/buffer_cache.h"
 #include "tensorflow/core/framework/allocator.h"
 #include "tf/tf_common.h"
 

@@ -1,5 +1,5 @@
 // Output buffers of the pytfcomm TF ops. Large ones come from the engine's
-// BufferCache (engine/buffer_cache.h) through a tensorflow::Allocator
+// BufferCache (local/buffer_cache.h) through a tensorflow::Allocator
 // adaptor, so a training step reuses the previous step's already-faulted
 // memory instead of paying a page fault per 4 KiB of every gradient; small
 // ones come from TF's own allocator as usual.

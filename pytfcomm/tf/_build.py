@@ -85,7 +85,7 @@ def build_op_library(tf_version: str, pytfcomm_version: str) -> Path:
     if srcs and want_gpu_kernels():
         srcs += sorted((SOURCES / "tf_gpu").glob("*.cc"))
         # GOOGLE_CUDA as in TF's own GPU kernels (no layout depends on it here).
-        cflags += ["-DPYTFCOMM_TF_GPU=1", "-DGOOGLE_CUDA=1"]
+        cflags += ["-DGOOGLE_CUDA=1"]
     if not srcs:
         raise ConfigError(
             f"pytfcomm's TF op sources are missing from {SOURCES}; reinstall pytfcomm"
@@ -103,10 +103,25 @@ def build_op_library(tf_version: str, pytfcomm_version: str) -> Path:
     return lib
 
 
+def _write_config(out_dir: Path, tf_version: str, gpu_kernels: bool) -> None:
+    """tf_config.h from the template CMake uses too (cmake/tf_config.h.in)."""
+    text = (SOURCES / "tf_config.h.in").read_text()
+    text = text.replace("@PYTFCOMM_TF_VERSION@", tf_version)
+    text = text.replace(
+        "#cmakedefine01 PYTFCOMM_TF_GPU_KERNELS",
+        f"#define PYTFCOMM_TF_GPU_KERNELS {int(gpu_kernels)}",
+    )
+    if "@" in text or "#cmakedefine" in text:
+        raise ConfigError(f"{SOURCES / 'tf_config.h.in'} has a setting _build.py does not fill in")
+    (out_dir / "tf_config.h").write_text(text)
+
+
 def _compile(srcs: list[Path], lib: Path, cflags: list[str], lflags: list[str], tfv: str) -> None:
     cxx = shlex.split(os.environ.get("CXX", "c++"))
-    common = [*cflags, *EXTRA_FLAGS, f'-DPYTFCOMM_TF_VERSION="{tfv}"', f"-I{SOURCES}"]
+    gpu = any(src.parent.name == "tf_gpu" for src in srcs)
     with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
+        _write_config(Path(tmp), tfv, gpu)
+        common = [*cflags, *EXTRA_FLAGS, f"-I{tmp}", f"-I{SOURCES}"]
         objs, procs = [], []
         for src in srcs:  # one compiler per file, in parallel
             obj = Path(tmp) / (src.stem + ".o")

@@ -1,11 +1,11 @@
-// The TF ops' output-buffer cache (engine/buffer_cache.h): reuse by size
+// The TF ops' output-buffer cache (local/buffer_cache.h): reuse by size
 // class, never handing out a buffer that is still in use, the idle cap.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <set>
 
-#include "engine/buffer_cache.h"
+#include "local/buffer_cache.h"
 
 namespace pytfcomm {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/communicator.h"
-#include "engine/timeline.h"
+#include "observe/timeline.h"
 #include "test_util.h"
 #include "transport/wire_check.h"
 

@@ -1,4 +1,4 @@
-#include "engine/stall_inspector.h"
+#include "observe/stall_inspector.h"
 
 #include <algorithm>
 #include <cstdio>

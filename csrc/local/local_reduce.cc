@@ -1,4 +1,4 @@
-#include "engine/local_reduce.h"
+#include "local/local_reduce.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "common/reduce.h"
-#include "engine/local_pool.h"
+#include "local/local_pool.h"
 
 namespace pytfcomm {
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/executor.h"
+#include "local/executor.h"
 
 #include <condition_variable>
 #include <deque>

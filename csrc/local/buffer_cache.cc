@@ -1,4 +1,4 @@
-#include "engine/buffer_cache.h"
+#include "local/buffer_cache.h"
 
 #include <sys/mman.h>
 

@@ -1,4 +1,4 @@
-#include "engine/timeline.h"
+#include "observe/timeline.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -15,17 +15,14 @@
 #include "common/dtype.h"
 #include "common/error.h"
 #include "common/logging.h"
-
-#ifndef PYTFCOMM_VERSION
-#define PYTFCOMM_VERSION "0.0.0"
-#endif
+#include "observe/traced_transport.h"
+#include "pytfcomm_config.h"
 
 namespace pytfcomm {
 namespace {
 
 constexpr size_t kFlushEvents = 4096;
 constexpr int64_t kFlushEveryNs = 1'000'000'000;
-constexpr int64_t kMinWaitNs = 2'000;  // shorter waits are noise, not blocking
 
 // Timelines still open, flushed by the exit handler (a job that never calls
 // close() still leaves a complete file). Leaked on purpose: it must outlive
@@ -73,95 +70,6 @@ bool write_all_at(int fd, const std::string& s, int64_t off) {
 }
 
 }  // namespace
-
-// Times every wait of the algorithms; everything else goes straight through.
-class TracedTransport : public transport::Transport {
- public:
-  TracedTransport(transport::Transport& inner, Timeline& tl) : t_(inner), tl_(tl) {}
-  int rank() const override { return t_.rank(); }
-  int size() const override { return t_.size(); }
-  transport::Handle post_send(int peer, const void* data, size_t n,
-                              const transport::MessageMeta& meta) override {
-    auto h = t_.post_send(peer, data, n, meta);
-    posts_.push_back({h, peer, n, false});
-    return h;
-  }
-  transport::Handle post_recv(int peer, void* data, size_t n,
-                              const transport::MessageMeta& meta) override {
-    auto h = t_.post_recv(peer, data, n, meta);
-    posts_.push_back({h, peer, n, true});
-    return h;
-  }
-  void wait(transport::Handle h) override {
-    int64_t t0 = Timeline::now_ns();
-    t_.wait(h);
-    int64_t t1 = Timeline::now_ns();
-    // Waits come roughly in posting order: search from the oldest live post.
-    for (size_t i = head_; i < posts_.size(); ++i) {
-      Post& p = posts_[i];
-      if (!p.live || p.handle != h) continue;
-      if (t1 - t0 >= kMinWaitNs) {
-        tl_.add_wait(p.recv ? "wait_recv" : "wait_send", p.peer, p.bytes, t0, t1);
-      }
-      p.live = false;
-      while (head_ < posts_.size() && !posts_[head_].live) ++head_;
-      return;
-    }
-  }
-  bool test(transport::Handle h) override { return t_.test(h); }
-  void wait_all() override {
-    int64_t t0 = Timeline::now_ns();
-    t_.wait_all();
-    int64_t t1 = Timeline::now_ns();
-    if (t1 - t0 >= kMinWaitNs) tl_.add_wait("wait_all", -1, 0, t0, t1);
-    forget();
-  }
-  void set_deadline(TimePoint d) override { t_.set_deadline(d); }
-  void set_context(const std::string& what) override { t_.set_context(what); }
-  void abort(const std::string& reason, ErrorKind why) noexcept override { t_.abort(reason, why); }
-  std::string describe_peer(int peer) const override { return t_.describe_peer(peer); }
-  void set_status_observer(transport::StatusObserver* o) override { t_.set_status_observer(o); }
-  bool send_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override {
-    return t_.send_status(peer, meta, flags);
-  }
-  std::vector<int> pending_peers() const override { return t_.pending_peers(); }
-  // Negotiation rounds are the engine's, outside any collective: untraced.
-  size_t round_capacity() const override { return t_.round_capacity(); }
-  void round_arm(uint64_t round) override { t_.round_arm(round); }
-  char* round_outbox() override { return t_.round_outbox(); }
-  void round_publish(size_t bytes) override { t_.round_publish(bytes); }
-  bool round_started() override { return t_.round_started(); }
-  bool round_complete() override { return t_.round_complete(); }
-  const char* round_record(int rank, size_t* bytes) override {
-    return t_.round_record(rank, bytes);
-  }
-  void wait_for(const std::function<bool()>& pred, TimePoint wake_by) override {
-    t_.wait_for(pred, wake_by);
-  }
-  void wake() noexcept override { t_.wake(); }
-  void keep_alive() override { t_.keep_alive(); }
-  void flush(TimePoint until) noexcept override { t_.flush(until); }
-  void set_liveness(double interval_s, double silence_s) override {
-    t_.set_liveness(interval_s, silence_s);
-  }
-  void forget() {
-    posts_.clear();  // keeps its capacity: no allocation per collective
-    head_ = 0;
-  }
-
- private:
-  struct Post {
-    transport::Handle handle;
-    int peer;
-    size_t bytes;
-    bool recv;
-    bool live = true;
-  };
-  transport::Transport& t_;
-  Timeline& tl_;
-  std::vector<Post> posts_;
-  size_t head_ = 0;
-};
 
 std::string Timeline::path_for(const std::string& pattern, int rank) {
   std::string r = std::to_string(rank);

@@ -1,4 +1,4 @@
-#include "engine/local_pool.h"
+#include "local/local_pool.h"
 
 #include <algorithm>
 #include <atomic>

@@ -35,9 +35,8 @@ if [[ "$FUZZ_SECONDS" != "0" ]]; then
   fi
 fi
 
-echo "== lint"
-"$VPY" -m ruff check pytfcomm tests benchmarks examples fuzz
-find csrc tests/cpp fuzz -name '*.h' -o -name '*.cc' | xargs clang-format --dry-run --Werror
+echo "== lint (scripts/lint.sh, the same checks as the pre-commit hooks)"
+bash scripts/lint.sh
 
 echo "== Python tests"
 # The pytest script (not python -m pytest) keeps the source tree off sys.path,

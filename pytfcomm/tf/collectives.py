@@ -85,7 +85,7 @@ def closed_error(comm: Any) -> CommClosedError:
         # The core keeps why it closed (the first error) and says it only in
         # the error of a call on it; a barrier on a closed communicator fails
         # at once, before anything is sent.
-        comm._core.barrier(1.0)
+        comm.barrier(timeout=1.0)
     except CommClosedError as exc:
         return CommClosedError(f"pytfcomm TF ops: {exc}")
     return CommClosedError(  # not reached: the communicator was closed
@@ -100,7 +100,7 @@ def comm_handle(communicator: Any = None) -> int:
     comm = active_communicator(communicator)
     if comm is None:
         return 0
-    handle = int(comm._core.handle)
+    handle = comm.native_handle
     _HANDLE_RANKS[handle] = comm.rank
     _HANDLE_COMMS[handle] = comm
     return handle

@@ -25,6 +25,16 @@ from ..errors import CommClosedError, InvalidArgumentError
 from . import _gpu, _ops
 from ._ordering import ordered
 
+__all__ = [
+    "DEFAULT_FUSION_BYTES",
+    "SUPPORTED_DTYPES",
+    "allgather",
+    "allreduce",
+    "allreduce_replicas",
+    "broadcast",
+    "set_default_communicator",
+]
+
 SUPPORTED_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.uint8,
                     tf.int32, tf.int64, tf.bool)
 DEFAULT_FUSION_BYTES = 4 << 20

@@ -31,6 +31,8 @@ from . import collectives as coll
 from ._extended import Extended
 from .cross_device_ops import HierarchicalAllReduce, PytfcommCrossDeviceOps, RingAllReduce
 
+__all__ = ["MultiWorkerMirroredStrategy"]
+
 _ALGORITHMS = {
     "auto": PytfcommCrossDeviceOps,
     "ring": RingAllReduce,

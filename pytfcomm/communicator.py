@@ -15,7 +15,7 @@ import numpy as np
 from . import _cluster, _core, _dlpack
 from ._dtypes import algorithm_code, dtype_code, op_code
 from ._fusion import AllreduceHandle, as_array_list, check_fusion_bytes, list_tag
-from .errors import CommClosedError, ConfigError, InvalidArgumentError
+from .errors import ConfigError, InvalidArgumentError
 
 __all__ = ["Communicator", "default_communicator", "init"]
 
@@ -549,10 +549,6 @@ class Communicator:
             raise TypeError(f"{what} must be an int, got {type(rank).__name__}")
         if not 0 <= rank < self.size:
             raise InvalidArgumentError(f"{what} must be a rank in [0, {self.size}), got {rank}")
-
-    def _require_open(self) -> None:
-        if self.closed:
-            raise CommClosedError("this communicator is closed; create a new one with init()")
 
 
 _MIN_SECRET = 16

@@ -14,8 +14,6 @@ from .slurm import _from_slurm, _slurm_identity
 from .spec import ClusterSpec, _make_spec
 from .tf_config import _from_tf_config
 
-SOURCES: tuple[str, ...] = ("explicit", "PYTFCOMM", "TF_CONFIG", "slurm", "mpi", "single")
-
 
 def resolve(
     rank: int | None = None,

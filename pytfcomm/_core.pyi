@@ -3,6 +3,10 @@
 Arrays are validated by the Python layer (``pytfcomm/communicator.py``); these are the raw
 entry points it calls. dtype/op/algorithm are the integer codes of ``pytfcomm/_dtypes.py``.
 Every collective releases the GIL while it runs.
+
+tests/test_core_stub.py checks this file against the built module: every name, class
+member and parameter name. Arguments the bindings leave unnamed (pybind11 calls them
+``arg0``, ``arg1``, ... and takes them only by position) are positional-only here (``/``).
 """
 
 from collections.abc import Sequence
@@ -56,9 +60,9 @@ class Communicator:
     @property
     def failure(self) -> str:
         """Why an error closed the communicator ('' otherwise)."""
-    def host_of(self, rank: int) -> str: ...
+    def host_of(self, rank: int, /) -> str: ...
     def last_algorithm(self) -> str: ...
-    def choose_allreduce(self, bytes: int) -> str: ...
+    def choose_allreduce(self, bytes: int, /) -> str: ...
     def allreduce(
         self,
         src: np.ndarray,
@@ -72,14 +76,14 @@ class Communicator:
     ) -> None:
         """``name``: the key that matches this call across ranks (docs/negotiation.md);
         '' = the calling thread's name and call count."""
-    def allreduce_fast(self, x: object, out: object, op: object, algorithm: object) -> bool:
+    def allreduce_fast(self, x: object, out: object, op: object, algorithm: object, /) -> bool:
         """All-reduce of the common NumPy call (native dtype, C-contiguous, names as given);
         False, having done nothing, for any other call."""
     def allreduce_many(
         self,
-        srcs: Sequence[np.ndarray],
-        dsts: Sequence[np.ndarray],
-        dtypes: Sequence[int],
+        srcs: list[np.ndarray],
+        dsts: list[np.ndarray],
+        dtypes: list[int],
         op: int,
         algorithm: int,
         timeout: float,
@@ -129,6 +133,11 @@ class Communicator:
     def barrier(self, timeout: float, name: str = "") -> None: ...
     def close(self) -> None: ...
 
+# cuda-only: begin
+# What follows exists as written only in CUDA builds (build_info()["cuda"] is True;
+# csrc/bindings/gpu_bindings.cc). A build without CUDA keeps the name GpuCommunicator,
+# as a function that raises ConfigError, so tests/test_core_stub.py checks the members
+# and parameters of this section only in CUDA builds.
 class GpuCommunicator:
     """Collectives on CUDA DLPack tensors (NCCL or staging); only in CUDA builds.
 
@@ -136,7 +145,7 @@ class GpuCommunicator:
     :class:`pytfcomm.ConfigError` saying so.
     """
 
-    def __init__(self, comm: Communicator) -> None: ...
+    def __init__(self, comm: Communicator, /) -> None: ...
     def allreduce(
         self,
         src: Any,
@@ -166,11 +175,13 @@ class GpuCommunicator:
     def last_backend(self) -> str: ...
     def close(self) -> None: ...
 
+# cuda-only: end
+
 def build_info() -> dict[str, Any]: ...
 def params() -> list[tuple[str, str]]: ...
 def gpu_info(nccl_candidates: list[str] = ...) -> dict[str, Any]: ...
-def set_nccl_candidates(paths: list[str]) -> None: ...
-def register_fast_dtype(descr: np.dtype, code: int) -> None:
+def set_nccl_candidates(paths: list[str], /) -> None: ...
+def register_fast_dtype(descr: np.dtype, code: int, /) -> None:
     """Let allreduce_fast take arrays of this dtype object (codes as in _dtypes.py)."""
-def shape_digest(shape: Sequence[int]) -> int:
+def shape_digest(shape: Sequence[int], /) -> int:
     """zlib.crc32(repr(tuple(shape)).encode()), as the fast path computes it."""

@@ -129,7 +129,7 @@ def collective(
         oa = None if out is None else _numpy_view(out, "out")
         result = getattr(comm, name)(xa, out=oa, **cpu_kwargs)
         return out if out is not None else _like(x, result)
-    gpu = comm._gpu_comm()  # a build without CUDA says so here
+    gpu = comm.gpu_communicator()  # a build without CUDA says so here
     if out is None:
         out = _empty_like(x, result_shape)
     else:
@@ -139,5 +139,5 @@ def collective(
             raise InvalidArgumentError(
                 f"out has shape {_shape(out)} but the result has {result_shape}"
             )
-    getattr(gpu, name)(x, out, *gpu_args, comm._gpu_backend, timeout, tag)
+    getattr(gpu, name)(x, out, *gpu_args, comm.gpu_backend, timeout, tag)
     return out

@@ -15,7 +15,7 @@ import numpy as np
 from . import _cluster, _core, _dlpack
 from ._dtypes import algorithm_code, dtype_code, op_code
 from ._fusion import AllreduceHandle, as_array_list, check_fusion_bytes, list_tag
-from .errors import CommClosedError, ConfigError, InvalidArgumentError
+from .errors import ConfigError, InvalidArgumentError
 
 __all__ = ["Communicator", "default_communicator", "init"]
 
@@ -132,13 +132,6 @@ class Communicator:
         self._gpu_backend = gpu_backend  # how GPU tensors move (_dlpack.BACKEND_*)
         self._gpu: Any = None  # _core.GpuCommunicator, made on the first GPU tensor
 
-    def _gpu_comm(self) -> Any:
-        """The core's GPU communicator (NCCL / staging), created on first use."""
-        if self._gpu is None:
-            _core.set_nccl_candidates(_dlpack.nccl_candidates())
-            self._gpu = _core.GpuCommunicator(self._core)
-        return self._gpu
-
     # -- identity -----------------------------------------------------------------
     @property
     def rank(self) -> int:
@@ -174,6 +167,50 @@ class Communicator:
     def closed(self) -> bool:
         """True once :meth:`close` ran or an error closed the communicator."""
         return self._core.closed
+
+    def host_of(self, rank: int) -> str:
+        """The host that rank ``rank``'s peers connect to, without a port.
+
+        That is the bind host the job's configuration gave that rank (an address or a
+        name, e.g. from TF_CONFIG or PYTFCOMM_BIND_HOST), else the local address its
+        route to rank 0 leaves from, e.g. ``"10.0.0.2"``. Raises
+        :class:`InvalidArgumentError` unless ``0 <= rank < size``.
+        """
+        self._check_rank(rank, "rank")
+        return self._core.host_of(int(rank))
+
+    # -- for pytfcomm's own layers (internal, but kept stable) --------------------------
+    @property
+    def native_handle(self) -> int:
+        """The process-wide integer through which pytfcomm's TF op library finds this
+        communicator (the ``comm_handle`` attribute of its ops; never 0).
+
+        Reading it registers the communicator with the op library's registry, which
+        holds it weakly: keep the :class:`Communicator` alive while ops may use the
+        handle. Internal but supported: for ``pytfcomm.tf`` and extensions built
+        against the same native core; no use in NumPy code.
+        """
+        return int(self._core.handle)
+
+    @property
+    def gpu_backend(self) -> int:
+        """How CUDA tensors move: ``pytfcomm._dlpack.BACKEND_AUTO`` (NCCL when every rank
+        has it, else staging), ``BACKEND_NCCL`` or ``BACKEND_STAGED``, as ``init()`` chose
+        from its ``transport`` argument. Internal but supported (``pytfcomm._dlpack``)."""
+        return self._gpu_backend
+
+    def gpu_communicator(self) -> _core.GpuCommunicator:
+        """The native core's communicator for CUDA DLPack tensors, created on first use.
+
+        It shares this communicator's ranks and connections; :meth:`close` closes it
+        too. Its collectives take the integer codes of ``pytfcomm._dtypes`` and
+        :attr:`gpu_backend`. Raises :class:`ConfigError` in a build without CUDA.
+        Internal but supported: ``pytfcomm._dlpack`` reaches the GPU through it.
+        """
+        if self._gpu is None:
+            _core.set_nccl_candidates(_dlpack.nccl_candidates())
+            self._gpu = _core.GpuCommunicator(self._core)
+        return self._gpu
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
@@ -505,14 +542,13 @@ class Communicator:
 
     # -- helpers -------------------------------------------------------------------------
     def _check_root(self, root: int) -> None:
-        if isinstance(root, bool) or not isinstance(root, (int, np.integer)):
-            raise TypeError(f"root must be an int, got {type(root).__name__}")
-        if not 0 <= root < self.size:
-            raise InvalidArgumentError(f"root must be a rank in [0, {self.size}), got {root}")
+        self._check_rank(root, "root")
 
-    def _require_open(self) -> None:
-        if self.closed:
-            raise CommClosedError("this communicator is closed; create a new one with init()")
+    def _check_rank(self, rank: int, what: str) -> None:
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
+            raise TypeError(f"{what} must be an int, got {type(rank).__name__}")
+        if not 0 <= rank < self.size:
+            raise InvalidArgumentError(f"{what} must be a rank in [0, {self.size}), got {rank}")
 
 
 _MIN_SECRET = 16

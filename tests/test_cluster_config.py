@@ -22,8 +22,10 @@ import pytest
 from pytfcomm import _cluster
 from pytfcomm._cluster import (
     ClusterSpec,
+    address,
     default_host_id,
     format_addr,
+    host_id,
     is_loopback_host,
     parse_addr,
     resolve,
@@ -160,13 +162,11 @@ class FakeDns:
 @pytest.fixture
 def fake_dns(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDns]:
     dns = FakeDns()
-    cache = getattr(_cluster, "_name_is_loopback", None)  # the per-process lookup cache
-    if cache is not None:
-        cache.cache_clear()
+    cache = address._name_is_loopback  # the per-process lookup cache
+    cache.cache_clear()
     monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
     yield dns
-    if cache is not None:
-        cache.cache_clear()
+    cache.cache_clear()
 
 
 def test_names_resolving_to_loopback_are_loopback(
@@ -185,7 +185,7 @@ def test_names_resolving_to_loopback_are_loopback(
         "odd": RuntimeError("resolver bug"),
         "slow": hang,
     })  # fmt: skip
-    monkeypatch.setattr(_cluster, "DNS_TIMEOUT_S", 0.3, raising=False)
+    monkeypatch.setattr(address, "DNS_TIMEOUT_S", 0.3)  # read by address._name_is_loopback
     assert is_loopback_host("node-lo") and is_loopback_host("NODE-LO.")
     assert is_loopback_host("both-lo")
     for name in ("mixed", "remote", "unknown", "bad-idna", "odd"):
@@ -209,7 +209,7 @@ def test_one_node_slurm_job_on_a_loopback_name_needs_no_secret(
                SLURM_NTASKS="3", SLURM_PROCID="1")  # fmt: skip
     assert (spec.source, spec.addr, spec.all_loopback) == ("slurm", f"vm:{slurm_port(9)}", True)
     fake_dns.table["vm"] = ["192.0.2.7"]
-    _cluster._name_is_loopback.cache_clear()
+    address._name_is_loopback.cache_clear()
     assert env().all_loopback is False
 
 
@@ -748,13 +748,14 @@ def test_environ_argument_replaces_os_environ(env: Env, monkeypatch: pytest.Monk
 def test_default_host_id(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     assert default_host_id() == "test-host"
     monkeypatch.delenv("PYTFCOMM_HOST_ID")
-    monkeypatch.setattr(_cluster.socket, "gethostname", lambda: "box")
-    monkeypatch.setattr(_cluster, "_IPC_NS_PATH", str(tmp_path / "missing-ns"))
-    monkeypatch.setattr(_cluster, "_BOOT_ID_PATH", str(tmp_path / "missing-boot"))
+    # Patched where default_host_id() reads them (pytfcomm/_cluster/host_id.py).
+    monkeypatch.setattr(host_id.socket, "gethostname", lambda: "box")
+    monkeypatch.setattr(host_id, "_IPC_NS_PATH", str(tmp_path / "missing-ns"))
+    monkeypatch.setattr(host_id, "_BOOT_ID_PATH", str(tmp_path / "missing-boot"))
     assert default_host_id() == "box"
     boot = tmp_path / "boot_id"
     boot.write_text("1111-aaaa\n")
-    monkeypatch.setattr(_cluster, "_BOOT_ID_PATH", str(boot))
+    monkeypatch.setattr(host_id, "_BOOT_ID_PATH", str(boot))
     first = default_host_id()
     assert first == "box/1111-aaaa"
     boot.write_text("2222-bbbb\n")  # same hostname, other machine

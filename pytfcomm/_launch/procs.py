@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .output import OutputRelay
+from .remote import NO_SECRET_STATUS
 
 __all__ = ["Failure", "Job", "RankSpec", "catch_signals", "exit_code", "restore_signals"]
 
@@ -304,7 +305,7 @@ class Job:
     def _hint(self, r: _Rank) -> str:
         if r.remote and r.status == 255:
             return " (ssh could not run it: check that the host is reachable without a password)"
-        if r.remote and r.status == 111:
+        if r.remote and r.status == NO_SECRET_STATUS:
             return " (the remote wrapper got no job secret on stdin)"
         if r.status == 127:
             return " (command not found?)"

@@ -25,6 +25,16 @@ from ..errors import CommClosedError, InvalidArgumentError
 from . import _gpu, _ops
 from ._ordering import ordered
 
+__all__ = [
+    "DEFAULT_FUSION_BYTES",
+    "SUPPORTED_DTYPES",
+    "allgather",
+    "allreduce",
+    "allreduce_replicas",
+    "broadcast",
+    "set_default_communicator",
+]
+
 SUPPORTED_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.uint8,
                     tf.int32, tf.int64, tf.bool)
 DEFAULT_FUSION_BYTES = 4 << 20
@@ -85,7 +95,7 @@ def closed_error(comm: Any) -> CommClosedError:
         # The core keeps why it closed (the first error) and says it only in
         # the error of a call on it; a barrier on a closed communicator fails
         # at once, before anything is sent.
-        comm._core.barrier(1.0)
+        comm.barrier(timeout=1.0)
     except CommClosedError as exc:
         return CommClosedError(f"pytfcomm TF ops: {exc}")
     return CommClosedError(  # not reached: the communicator was closed
@@ -100,7 +110,7 @@ def comm_handle(communicator: Any = None) -> int:
     comm = active_communicator(communicator)
     if comm is None:
         return 0
-    handle = int(comm._core.handle)
+    handle = comm.native_handle
     _HANDLE_RANKS[handle] = comm.rank
     _HANDLE_COMMS[handle] = comm
     return handle

@@ -13,6 +13,8 @@ from tensorflow.python.distribute import values as value_lib
 from ..errors import InvalidArgumentError
 from . import collectives as coll
 
+__all__ = ["HierarchicalAllReduce", "PytfcommCrossDeviceOps", "RingAllReduce"]
+
 ReduceOp = tf.distribute.ReduceOp
 
 

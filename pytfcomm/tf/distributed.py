@@ -18,6 +18,8 @@ import tensorflow as tf
 from ..errors import InvalidArgumentError
 from . import collectives as coll
 
+__all__ = ["Compression", "DistributedGradientTape", "allreduce_gradients", "broadcast_variables"]
+
 
 class Compression:
     """Wire compression of gradients: cast before the all-reduce, cast back after.

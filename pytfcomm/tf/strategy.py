@@ -31,6 +31,8 @@ from . import collectives as coll
 from ._extended import Extended
 from .cross_device_ops import HierarchicalAllReduce, PytfcommCrossDeviceOps, RingAllReduce
 
+__all__ = ["MultiWorkerMirroredStrategy"]
+
 _ALGORITHMS = {
     "auto": PytfcommCrossDeviceOps,
     "ring": RingAllReduce,
@@ -60,7 +62,7 @@ def _resolver_from_communicator(comm: comm_lib.Communicator) -> Any:
     worker's task: no TF server runs, so no port is needed or opened (port 0
     in the addresses says so).
     """
-    workers = [_cluster.format_addr(comm._core.host_of(r), 0) for r in range(comm.size)]
+    workers = [_cluster.format_addr(comm.host_of(r), 0) for r in range(comm.size)]
     return SimpleClusterResolver(
         tf.train.ClusterSpec({"worker": workers}), task_type="worker", task_id=comm.rank,
         rpc_layer="grpc")

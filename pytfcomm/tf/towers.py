@@ -10,6 +10,8 @@ import tensorflow as tf
 from ..errors import InvalidArgumentError
 from . import collectives as coll
 
+__all__ = ["average_gradients"]
+
 
 def average_gradients(
     tower_grads: Sequence[Sequence[tuple[Any, Any]]],

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+__all__ = ["agree_on_batches", "install", "uneven"]
+
 _MARK = "_pytfcomm_uneven_batches"
 
 

@@ -152,3 +152,13 @@ def fast_and_full_paths(rank: int, size: int, addr: str) -> dict:
                     failures.append(f"{key}: got {y.ravel()[:4]} want {want.ravel()[:4]}")
                 digests[key] = ref.digest(y)
     return {"failures": failures, "digests": digests}
+
+
+def accessors(rank: int, size: int, addr: str, bind_hosts: list[str]) -> dict:
+    """Communicator.host_of / native_handle as each rank sees them (PYTFCOMM_BIND_HOST set)."""
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+        return {
+            "hosts": [comm.host_of(r) for r in range(size)],
+            "handles": [comm.native_handle, comm.native_handle],
+            "gpu_backend": comm.gpu_backend,
+        }

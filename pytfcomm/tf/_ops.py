@@ -100,6 +100,7 @@ def _load() -> tuple[ModuleType, ctypes.CDLL]:
     clib = ctypes.CDLL(str(path))  # the same handle; for the C entry points
     clib.pytfcomm_tf_counter.restype = ctypes.c_int64
     clib.pytfcomm_tf_counter.argtypes = [ctypes.c_int]
+    clib.pytfcomm_tf_compiled_version.restype = ctypes.c_char_p
     if hasattr(clib, "pytfcomm_tf_gpu_kernels"):
         clib.pytfcomm_tf_gpu_kernels.restype = ctypes.c_int
     return module, clib
@@ -162,3 +163,10 @@ def has_gpu_kernels() -> bool:
     with _lock:
         clib = _load()[1]
     return bool(getattr(clib, "pytfcomm_tf_gpu_kernels", lambda: 0)())
+
+
+def compiled_tf_version() -> str:
+    """The TF version the loaded op library was compiled against (its own record, not
+    _tf_build_info's: a library compiled on first use has none there)."""
+    with _lock:
+        return _load()[1].pytfcomm_tf_compiled_version().decode()

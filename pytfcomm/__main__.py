@@ -57,10 +57,12 @@ def info() -> dict[str, object]:
         data["numpy"] = numpy.__version__
     except ImportError:  # pragma: no cover - numpy is a dependency
         data["numpy"] = None
-    try:
-        data["params"] = dict(_core.params())
-    except Exception as exc:  # a malformed PYTFCOMM_* variable: show it, don't crash
-        data["params"] = f"error: {exc}"
+    # One entry per variable of the core's registry, as the environment sets it
+    # now; a malformed one shows its error instead of failing `info`.
+    data["params"] = {
+        p["env"]: p["value"] if p["error"] is None else f"error: {p['error']}"
+        for p in _core.param_table()
+    }
     data["gpu"] = gpu_info()
     data["tf_ops"] = tf_ops_info()
     try:
@@ -102,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
             for key, value in data.items():
                 if isinstance(value, dict):
                     print(f"{key}:")
+                    width = max([26, *map(len, value)])
                     for k, v in value.items():
-                        print(f"  {k:<26} {v}")
+                        print(f"  {k:<{width}} {v}")
                 else:
                     print(f"{key:<28} {value}")
     return 0

@@ -9,8 +9,8 @@
 #include "bindings/blocking.h"
 #include "bindings/fast_allreduce.h"
 #include "bindings/gpu_bindings.h"
+#include "bindings/params.h"
 #include "common/error.h"
-#include "common/param.h"
 #include "common/reduce.h"
 #include "engine/communicator.h"
 #include "engine/fusion.h"
@@ -307,7 +307,7 @@ PYBIND11_MODULE(_core, m) {
     d["cuda"] = static_cast<bool>(PYTFCOMM_WITH_CUDA);
     return d;
   });
-  m.def("params", [] { return pytfcomm::describe_params(); });
+  pytfcomm::bind_params(m);
   pytfcomm::bind_gpu(m);
   m.attr("__version__") = PYTFCOMM_VERSION;
 }

@@ -2,9 +2,13 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.h"
@@ -12,94 +16,287 @@
 namespace pytfcomm {
 namespace {
 
-double env_double(const char* name, double dflt, double lo, double hi, const char* unit) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return dflt;
-  char* end = nullptr;
-  errno = 0;
-  double x = std::strtod(v, &end);
-  if (errno != 0 || end == v || *end != '\0' || !(x >= lo && x <= hi)) {
-    PTC_THROW(kConfig, name, "='", v, "' is not valid: expected a number of ", unit, " in [", lo,
-              ", ", hi, "]; unset it to use the default ", dflt);
+enum class Kind : uint8_t { kInt, kReal, kChoice, kPath, kFlag, kBool };
+enum class When : uint8_t { kInit, kFirstUse };
+
+// How one variable is parsed, checked and spelt (the rule column of
+// param_table.def). Integer bounds are held as doubles: all are below 2^53.
+struct Rule {
+  Kind kind;
+  double fallback = 0;         // kInt, kReal; kBool: 1 or 0
+  double lo = 0, hi = 0;       // kInt, kReal
+  const char* unit = "";       // kInt, kReal: "seconds" shows as "600 s"
+  const char* text = "";       // kChoice, kPath: the default
+  const char* choices = "";    // kChoice: "a|b|c"
+  double word_value = 0;       // kInt, kReal: spelt (and accepted as) `word`
+  const char* word = nullptr;  // kInt, kReal: word_value's spelling; kPath: the empty value's
+  bool pow2 = false;
+
+  constexpr Rule or_word(double value, const char* w) const {
+    Rule r = *this;
+    r.word_value = value;
+    r.word = w;
+    return r;
   }
-  return x;
+  constexpr Rule when_empty(const char* w) const {
+    Rule r = *this;
+    r.word = w;
+    return r;
+  }
+  constexpr Rule power_of_two() const {
+    Rule r = *this;
+    r.pow2 = true;
+    return r;
+  }
+};
+
+// The builders param_table.def spells its rules with.
+namespace rules {
+constexpr Rule Int(double fallback, double lo, double hi, const char* unit) {
+  return Rule{Kind::kInt, fallback, lo, hi, unit};
+}
+constexpr Rule Real(double fallback, double lo, double hi, const char* unit) {
+  return Rule{Kind::kReal, fallback, lo, hi, unit};
+}
+constexpr Rule Choice(const char* fallback, const char* choices) {
+  return Rule{Kind::kChoice, 0, 0, 0, "", fallback, choices};
+}
+constexpr Rule Path(const char* fallback) { return Rule{Kind::kPath, 0, 0, 0, "", fallback}; }
+constexpr Rule Flag() { return Rule{Kind::kFlag}; }
+constexpr Rule Bool(bool fallback) { return Rule{Kind::kBool, fallback ? 1.0 : 0.0}; }
+}  // namespace rules
+
+struct Spec {
+  const char* name;
+  const char* env;
+  When when;
+  Rule rule;
+  const char* doc;
+};
+
+// Whether a Params field of type T holds what `kind` parses to.
+template <class T>
+constexpr bool holds(Kind kind) {
+  if constexpr (std::is_same_v<T, bool>) return kind == Kind::kFlag || kind == Kind::kBool;
+  if constexpr (std::is_same_v<T, std::string>) return kind == Kind::kChoice || kind == Kind::kPath;
+  if constexpr (std::is_floating_point_v<T>) return kind == Kind::kReal;
+  return std::is_integral_v<T> && kind == Kind::kInt;
 }
 
-int64_t env_int(const char* name, int64_t dflt, int64_t lo, int64_t hi, const char* unit) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return dflt;
-  char* end = nullptr;
-  errno = 0;
-  long long x = std::strtoll(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi) {
-    PTC_THROW(kConfig, name, "='", v, "' is not valid: expected an integer number of ", unit,
-              " in [", lo, ", ", hi, "]; unset it to use the default ", dflt);
-  }
-  return x;
+using namespace rules;  // the table's rule column reads Int(...), Choice(...)
+constexpr Spec kSpecs[] = {
+#define PTC_PARAM(field, type, env, when, rule, doc) {#field, env, When::when, rule, doc},
+#include "common/param_table.def"
+#undef PTC_PARAM
+};
+#define PTC_PARAM(field, type, env, when, rule, doc)                               \
+  static_assert(holds<type>(rule.kind), #field ": its type cannot hold its rule"); \
+  static_assert(std::string_view(env).substr(0, 9) == "PYTFCOMM_", #field);
+#include "common/param_table.def"
+#undef PTC_PARAM
+
+const Spec& spec(ParamId id) { return kSpecs[static_cast<int>(id)]; }
+
+// "s" for "seconds": how values show in `info` (as before the table existed).
+const char* short_unit(const char* unit) {
+  if (std::strcmp(unit, "seconds") == 0) return " s";
+  if (std::strcmp(unit, "milliseconds") == 0) return " ms";
+  if (std::strcmp(unit, "microseconds") == 0) return " us";
+  return "";
 }
 
+ParamValue fallback_value(const Rule& r) {
+  ParamValue v;
+  v.integer = static_cast<int64_t>(r.fallback);
+  v.real = r.fallback;
+  v.text = r.text;
+  v.flag = r.fallback != 0;
+  return v;
+}
+
+std::string spell(const Rule& r, const ParamValue& v) {
+  switch (r.kind) {
+    case Kind::kInt:
+      if (r.word && v.integer == static_cast<int64_t>(r.word_value)) return r.word;
+      return str_cat(v.integer, short_unit(r.unit));
+    case Kind::kReal:
+      if (r.word && v.real == r.word_value) return r.word;
+      return str_cat(v.real, short_unit(r.unit));
+    case Kind::kChoice:
+      return v.text;
+    case Kind::kPath:
+      return v.text.empty() && r.word ? r.word : v.text;
+    case Kind::kFlag:
+      return v.flag ? "set" : "unset";
+    case Kind::kBool:
+      return v.flag ? "1" : "0";
+  }
+  return "?";
+}
+
+// Large powers of two as 2^k: "[4096, 2^30]" reads better than the digits.
+std::string bound(double x, Kind kind) {
+  int exp = 0;
+  if (kind == Kind::kInt && x >= (1 << 20) && std::frexp(x, &exp) == 0.5) {
+    return str_cat("2^", exp - 1);
+  }
+  return kind == Kind::kInt ? str_cat(static_cast<int64_t>(x)) : str_cat(x);
+}
+
+// "auto|tcp|shm" -> "auto, tcp or shm"
+std::string choice_list(const char* choices) {
+  std::string s = choices;
+  const size_t last = s.rfind('|');
+  if (last == std::string::npos) return s;
+  s.replace(last, 1, " or ");
+  for (size_t i = s.find('|'); i != std::string::npos; i = s.find('|', i)) s.replace(i, 1, ", ");
+  return s;
+}
+
+// The numbers allowed, without the kind: "[4096, 2^30] or auto".
+std::string interval(const Rule& r) {
+  return str_cat("[", bound(r.lo, r.kind), ", ", bound(r.hi, r.kind), "]",
+                 r.word ? str_cat(" or ", r.word) : "", r.pow2 ? ", a power of two" : "");
+}
+
+std::string range(const Rule& r) {
+  switch (r.kind) {
+    case Kind::kInt:
+    case Kind::kReal:
+      return *r.unit ? str_cat(r.unit, " in ", interval(r)) : interval(r);
+    case Kind::kChoice:
+      return choice_list(r.choices);
+    case Kind::kPath:
+      return "a path";
+    case Kind::kFlag:
+      return "set or unset";
+    case Kind::kBool:
+      return "0 or 1";
+  }
+  return "?";
+}
+
+// What an error message says was expected.
+std::string expected(const Rule& r) {
+  if (r.kind != Kind::kInt && r.kind != Kind::kReal) return range(r);
+  const char* what = r.kind == Kind::kInt ? "an integer " : "a number ";
+  return *r.unit ? str_cat(what, "number of ", r.unit, " in ", interval(r))
+                 : str_cat(what, "in ", interval(r));
+}
+
+bool parse_int(const char* s, const Rule& r, int64_t& out) {
+  if (r.word && std::strcmp(s, r.word) == 0) {
+    out = static_cast<int64_t>(r.word_value);
+    return true;
+  }
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0') return false;
+  out = x;
+  if (r.word && x == static_cast<int64_t>(r.word_value)) return true;
+  return x >= static_cast<int64_t>(r.lo) && x <= static_cast<int64_t>(r.hi) &&
+         (!r.pow2 || (x & (x - 1)) == 0);
+}
+
+bool parse_real(const char* s, const Rule& r, double& out) {
+  if (r.word && std::strcmp(s, r.word) == 0) {
+    out = r.word_value;
+    return true;
+  }
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtod(s, &end);
+  if (errno != 0 || end == s || *end != '\0') return false;
+  return (r.word && out == r.word_value) || (out >= r.lo && out <= r.hi);  // NaN fails
+}
+
+bool is_choice(const char* s, const char* choices) {
+  const size_t n = std::strlen(s);
+  for (const char* c = choices;; ++c) {
+    const char* bar = std::strchr(c, '|');
+    const size_t len = bar ? static_cast<size_t>(bar - c) : std::strlen(c);
+    if (len == n && std::strncmp(c, s, n) == 0) return true;
+    if (!bar) return false;
+    c = bar;
+  }
+}
+
+// Unset (or empty, except for a flag, whose presence is its value) means the
+// default; anything not allowed is a kConfig error, never ignored.
+ParamValue parse(const Spec& spec) {
+  const Rule& r = spec.rule;
+  const char* s = std::getenv(spec.env);
+  ParamValue v = fallback_value(r);
+  if (r.kind == Kind::kFlag) {
+    v.flag = s != nullptr;
+    return v;
+  }
+  if (s == nullptr || *s == '\0') return v;
+  bool ok = true;
+  switch (r.kind) {
+    case Kind::kInt:
+      ok = parse_int(s, r, v.integer);
+      break;
+    case Kind::kReal:
+      ok = parse_real(s, r, v.real);
+      break;
+    case Kind::kChoice:
+      ok = is_choice(s, r.choices);
+      v.text = s;
+      break;
+    case Kind::kPath:
+      v.text = s;
+      break;
+    case Kind::kBool:
+      ok = std::strcmp(s, "0") == 0 || std::strcmp(s, "1") == 0;
+      v.flag = *s == '1';
+      break;
+    case Kind::kFlag:
+      break;
+  }
+  if (!ok) {
+    PTC_THROW(kConfig, spec.env, "='", s, "' is not valid: expected ", expected(r),
+              "; unset it to use the default ", spell(r, fallback_value(r)));
+  }
+  return v;
+}
+
+template <class T>
+void assign(T& field, const ParamValue& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    field = v.flag;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    field = v.text;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    field = v.real;
+  } else {
+    field = static_cast<T>(v.integer);
+  }
+}
+
+template <class T>
+ParamValue value_of(const T& field) {
+  ParamValue v;
+  if constexpr (std::is_same_v<T, bool>) {
+    v.flag = field;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    v.text = field;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    v.real = field;
+  } else {
+    v.integer = field;
+  }
+  return v;
+}
+
+// Every variable, the kFirstUse ones too: a bad value fails init() at once
+// rather than whatever first needs it.
 Params load() {
   Params p;
-  p.timeout_s = env_double("PYTFCOMM_TIMEOUT", 600.0, 0.001, 1e7, "seconds");
-  p.connect_timeout_s = env_double("PYTFCOMM_CONNECT_TIMEOUT", 120.0, 0.01, 1e6, "seconds");
-  p.spin_us = env_int("PYTFCOMM_SPIN_US", -1, -1, 10'000'000, "microseconds (-1 = auto)");
-  p.segment_bytes = env_int("PYTFCOMM_SEGMENT_BYTES", 256 << 10, 4096, 1LL << 30, "bytes");
-  p.small_bytes = env_int("PYTFCOMM_SMALL_BYTES", 64 << 10, 0, 1LL << 30, "bytes");
-  p.sockbuf_bytes = env_int("PYTFCOMM_SOCKET_BUFFER", 4 << 20, 0, 1LL << 30, "bytes");
-  p.max_message_bytes = env_int("PYTFCOMM_MAX_MESSAGE", 1LL << 40, 1 << 20, 1LL << 50, "bytes");
-  p.log_level = static_cast<int>(env_int("PYTFCOMM_LOG_LEVEL", 1, 0, 3, "levels"));
-  const char* t = std::getenv("PYTFCOMM_TRANSPORT");
-  p.transport = t && *t ? t : "auto";
-  if (p.transport != "auto" && p.transport != "tcp" && p.transport != "shm") {
-    PTC_THROW(kConfig, "PYTFCOMM_TRANSPORT='", p.transport,
-              "' is not valid: expected auto, tcp or shm; unset it to use the default auto");
-  }
-  // 1 MiB: measured faster than 4 MiB from 16 KiB to 4 MiB messages (the ring
-  // stays in cache) and still holds four 256 KiB pipeline segments.
-  p.shm_ring_bytes = env_int("PYTFCOMM_SHM_RING_BYTES", 1 << 20, 4096, 1LL << 30, "bytes");
-  if (p.shm_ring_bytes & (p.shm_ring_bytes - 1)) {
-    PTC_THROW(kConfig, "PYTFCOMM_SHM_RING_BYTES=", p.shm_ring_bytes,
-              " is not valid: expected a power of two; unset it to use the default ", 1 << 20);
-  }
-  // Off by default: on the VMs measured, pinning and walking the peer's pages cost as
-  // much as the second copy it saves (PYTFCOMM_SHM_BYREF_BYTES=65536 to try it).
-  p.shm_by_ref_bytes = env_int("PYTFCOMM_SHM_BYREF_BYTES", 0, 0, 1LL << 40, "bytes");
-  // Jobs on one host: all-reduces up to this size publish their input once in
-  // shared memory and every rank reduces all inputs itself (no messages).
-  p.oneshot_bytes = env_int("PYTFCOMM_ONESHOT_BYTES", 64 << 10, 0, 1 << 20, "bytes (0 = off)");
-  // Ranks on different hosts: several TCP connections per pair, bytes dealt
-  // round-robin in stripes. It pays where one flow is capped by its window
-  // or by one core's network processing (benchmarks/tcp_streams.py: 4
-  // connections moved 16-64 MiB 1.5x faster over veth). 0 = auto: 4, fewer
-  // in large jobs so that descriptors stay few (tcp_streams_for()).
-  const char* ts = std::getenv("PYTFCOMM_TCP_STREAMS");
-  p.tcp_streams = ts && std::string(ts) == "auto"
-                      ? 0
-                      : env_int("PYTFCOMM_TCP_STREAMS", 0, 1, 16, "connections (or auto)");
-  p.tcp_stripe_bytes = env_int("PYTFCOMM_TCP_STRIPE_BYTES", 256 << 10, 4096, 1LL << 30, "bytes");
-  // Tensor fusion (engine/fusion.h), defaults measured with benchmarks/fusion.py (N=2,
-  // 200 tensors 4 KiB..1 MiB): 4 MiB buffers stay in cache between packing, reducing and
-  // unpacking (1.6x the single array's time vs 2.0x with 64 MiB buffers); from 64 KiB a
-  // tensor's own collective costs less than copying it in and out (1.2x with it).
-  p.fusion_bytes = env_int("PYTFCOMM_FUSION_BYTES", 4 << 20, 1, 1LL << 40, "bytes");
-  p.fusion_direct_bytes = env_int("PYTFCOMM_FUSION_DIRECT_BYTES", 64 << 10, 0, 1LL << 40, "bytes");
-  p.fusion_cycle_ms = env_double("PYTFCOMM_FUSION_CYCLE_MS", 1.0, 0.0, 1e6, "milliseconds");
-  const char* tl = std::getenv("PYTFCOMM_TIMELINE");
-  p.timeline = tl ? tl : "";
-  // Well below PYTFCOMM_TIMEOUT: a warning that names the late rank while
-  // there is still time to look at it (docs/reliability.md).
-  p.stall_warning_s = env_double("PYTFCOMM_STALL_WARNING", 60.0, 0.0, 1e7, "seconds (0 = off)");
-  // Enough for the gradients of a ResNet-50-sized model several times over; a
-  // step reuses the previous step's buffers (local/buffer_cache.h).
-  p.tf_buffer_cache_bytes =
-      env_int("PYTFCOMM_TF_BUFFER_CACHE", 1LL << 30, 0, 1LL << 50, "bytes (0 = off)");
-  // About TF's coordination service (6-10 s of missed heartbeats), and far
-  // below PYTFCOMM_TIMEOUT: a stopped peer is named within seconds.
-  p.peer_timeout_s = env_double("PYTFCOMM_PEER_TIMEOUT", 10.0, 0.0, 1e7, "seconds (0 = off)");
-  if (p.peer_timeout_s > 0 && p.peer_timeout_s < 0.2) {
-    PTC_THROW(kConfig, "PYTFCOMM_PEER_TIMEOUT=", p.peer_timeout_s,
-              " is not valid: use 0 (off) or at least 0.2 seconds; unset it to use the default 10");
-  }
+#define PTC_PARAM(field, type, env, when, rule, doc) assign(p.field, parse(spec(ParamId::field)));
+#include "common/param_table.def"
+#undef PTC_PARAM
   return p;
 }
 
@@ -132,31 +329,39 @@ void reload_params() {
   load_and_publish();
 }
 
+ParamValue read_param(ParamId id) { return parse(spec(id)); }
+
 std::vector<std::pair<std::string, std::string>> describe_params() {
   const Params& p = params();
-  return {
-      {"PYTFCOMM_TIMEOUT", str_cat(p.timeout_s, " s")},
-      {"PYTFCOMM_CONNECT_TIMEOUT", str_cat(p.connect_timeout_s, " s")},
-      {"PYTFCOMM_SPIN_US", p.spin_us < 0 ? "auto" : str_cat(p.spin_us, " us")},
-      {"PYTFCOMM_SEGMENT_BYTES", str_cat(p.segment_bytes)},
-      {"PYTFCOMM_SMALL_BYTES", str_cat(p.small_bytes)},
-      {"PYTFCOMM_SOCKET_BUFFER", str_cat(p.sockbuf_bytes)},
-      {"PYTFCOMM_MAX_MESSAGE", str_cat(p.max_message_bytes)},
-      {"PYTFCOMM_LOG_LEVEL", str_cat(p.log_level)},
-      {"PYTFCOMM_TRANSPORT", p.transport},
-      {"PYTFCOMM_SHM_RING_BYTES", str_cat(p.shm_ring_bytes)},
-      {"PYTFCOMM_SHM_BYREF_BYTES", str_cat(p.shm_by_ref_bytes)},
-      {"PYTFCOMM_ONESHOT_BYTES", str_cat(p.oneshot_bytes)},
-      {"PYTFCOMM_TCP_STREAMS", p.tcp_streams == 0 ? std::string("auto") : str_cat(p.tcp_streams)},
-      {"PYTFCOMM_TCP_STRIPE_BYTES", str_cat(p.tcp_stripe_bytes)},
-      {"PYTFCOMM_FUSION_BYTES", str_cat(p.fusion_bytes)},
-      {"PYTFCOMM_FUSION_DIRECT_BYTES", str_cat(p.fusion_direct_bytes)},
-      {"PYTFCOMM_FUSION_CYCLE_MS", str_cat(p.fusion_cycle_ms, " ms")},
-      {"PYTFCOMM_TIMELINE", p.timeline.empty() ? "off" : p.timeline},
-      {"PYTFCOMM_STALL_WARNING", p.stall_warning_s > 0 ? str_cat(p.stall_warning_s, " s") : "off"},
-      {"PYTFCOMM_TF_BUFFER_CACHE", str_cat(p.tf_buffer_cache_bytes)},
-      {"PYTFCOMM_PEER_TIMEOUT", p.peer_timeout_s > 0 ? str_cat(p.peer_timeout_s, " s") : "off"},
-  };
+  std::vector<std::pair<std::string, std::string>> out;
+#define PTC_PARAM(field, type, var, when, check, doc) \
+  out.emplace_back(var, spell(spec(ParamId::field).rule, value_of(p.field)));
+#include "common/param_table.def"
+#undef PTC_PARAM
+  return out;
+}
+
+std::vector<ParamInfo> param_table() {
+  static const char* const kTypes[] = {"int", "float", "choice", "path", "flag", "bool"};
+  std::vector<ParamInfo> out;
+  for (const Spec& s : kSpecs) {
+    ParamInfo i{s.name,
+                s.env,
+                kTypes[static_cast<int>(s.rule.kind)],
+                spell(s.rule, fallback_value(s.rule)),
+                range(s.rule),
+                s.when == When::kInit ? "init" : "first use",
+                s.doc,
+                "",
+                ""};
+    try {
+      i.value = spell(s.rule, parse(s));
+    } catch (const Error& e) {
+      i.error = e.what();
+    }
+    out.push_back(std::move(i));
+  }
+  return out;
 }
 
 }  // namespace pytfcomm

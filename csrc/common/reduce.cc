@@ -2,10 +2,8 @@
 // once per process for this CPU (see reduce_internal.h).
 #include "common/reduce.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "common/error.h"
+#include "common/param.h"
 #include "common/reduce_internal.h"
 
 namespace pytfcomm {
@@ -29,8 +27,7 @@ bool cpu_has_avx2() {
 const Kernels& active_kernels() {
   // Decided once: the choice must not change under a running collective.
   static const Kernels& picked = []() -> const Kernels& {
-    const char* env = std::getenv("PYTFCOMM_REDUCE_ISA");
-    const bool force_generic = env != nullptr && std::strcmp(env, "generic") == 0;
+    const bool force_generic = read_param(ParamId::reduce_isa).text == "generic";
 #if defined(__x86_64__)
     if (!force_generic && cpu_has_avx2()) return kAvx2Kernels;
 #else

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "common/error.h"
+#include "common/param.h"
 
 namespace pytfcomm::gpu {
 namespace {
@@ -20,9 +21,8 @@ const Loaded& load() {
   static const Loaded* loaded = [] {
     auto* l = new Loaded();
     // PYTFCOMM_CUDA_DRIVER names a library to use instead (tests, odd installs).
-    const char* override_path = std::getenv("PYTFCOMM_CUDA_DRIVER");
-    const char* name = override_path && *override_path ? override_path : "libcuda.so.1";
-    void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    const std::string name = read_param(ParamId::cuda_driver).text;
+    void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) {
       const char* why = dlerror();
       l->status.error =

@@ -2,10 +2,10 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <mutex>
 
 #include "common/error.h"
+#include "common/param.h"
 
 namespace pytfcomm::gpu {
 namespace {
@@ -53,8 +53,8 @@ void load_locked() {
   if (g_tried) return;
   g_tried = true;
   std::vector<std::string> order;
-  const char* env = std::getenv("PYTFCOMM_NCCL_LIBRARY");
-  if (env && *env) order.push_back(env);
+  const std::string env = read_param(ParamId::nccl_library).text;
+  if (!env.empty()) order.push_back(env);
   order.insert(order.end(), g_candidates.begin(), g_candidates.end());
   order.push_back("libnccl.so.2");
   std::string reasons;
@@ -69,7 +69,7 @@ void load_locked() {
     reasons += str_cat(reasons.empty() ? "" : "; ", p, ": ", why);
     // An explicit PYTFCOMM_NCCL_LIBRARY that fails is a configuration error,
     // not a reason to silently pick another NCCL.
-    if (env && *env && p == env) break;
+    if (!env.empty() && p == env) break;
   }
   g_status.error = str_cat("NCCL not found (", reasons,
                            "); pip install nvidia-nccl-cu13 (or -cu12), or set "

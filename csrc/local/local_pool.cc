@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "common/param.h"
 
 namespace pytfcomm {
 namespace {
@@ -81,11 +82,10 @@ class Pool {
 };
 
 int helpers_from_env() {
-  int hw = static_cast<int>(std::thread::hardware_concurrency());
-  int threads = std::min(std::max(hw, 1), 8);
-  if (const char* v = std::getenv("PYTFCOMM_LOCAL_THREADS")) {
-    int n = std::atoi(v);
-    if (n >= 1 && n <= 256) threads = n;
+  int threads = static_cast<int>(read_param(ParamId::local_threads).integer);  // 0: auto
+  if (threads == 0) {
+    int hw = static_cast<int>(std::thread::hardware_concurrency());
+    threads = std::min(std::max(hw, 1), 8);
   }
   return threads - 1;
 }
@@ -96,8 +96,6 @@ Pool& pool() {
 }
 
 }  // namespace
-
-int local_pool_helpers() { return pool().helpers(); }
 
 void parallel_for(size_t n, const std::function<void(size_t)>& fn) {
   if (n == 0) return;

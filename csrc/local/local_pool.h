@@ -1,7 +1,8 @@
 // A small process-wide worker pool for purely local, CPU-bound work (the
-// in-process combine of N device replicas). Callers always take part in
-// their own work, so a parallel_for finishes even when every pool thread is
-// busy with another caller's work: nothing ever waits on a queue.
+// in-process combine of N device replicas), PYTFCOMM_LOCAL_THREADS threads
+// with the caller. Callers always take part in their own work, so a
+// parallel_for finishes even when every pool thread is busy with another
+// caller's work: nothing ever waits on a queue.
 #pragma once
 
 #include <cstddef>
@@ -12,9 +13,5 @@ namespace pytfcomm {
 // Runs fn(i) for every i in [0, n), spread over the pool and the caller;
 // returns when all are done. fn must not throw (wrap it; see local_reduce.cc).
 void parallel_for(size_t n, const std::function<void(size_t)>& fn);
-
-// Threads the pool may add to the caller: PYTFCOMM_LOCAL_THREADS, default
-// min(hardware threads, 8) - 1.
-int local_pool_helpers();
 
 }  // namespace pytfcomm

@@ -1,12 +1,12 @@
 #include "local/local_reduce.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
 
 #include "common/error.h"
+#include "common/param.h"
 #include "common/reduce.h"
 #include "local/local_pool.h"
 
@@ -53,14 +53,7 @@ void reduce_chunk(const Chunk& c, ReduceOp op, int64_t divisor) {
 }  // namespace
 
 size_t local_chunk_bytes() {
-  static const size_t bytes = [] {
-    size_t v = 64 << 10;
-    if (const char* e = std::getenv("PYTFCOMM_LOCAL_CHUNK_BYTES")) {
-      long long n = std::atoll(e);
-      if (n >= 4096 && n <= (64ll << 20)) v = static_cast<size_t>(n);
-    }
-    return v;
-  }();
+  static const size_t bytes = static_cast<size_t>(read_param(ParamId::local_chunk_bytes).integer);
   return bytes;
 }
 

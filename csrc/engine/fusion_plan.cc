@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "common/digest.h"
 #include "common/error.h"
 
 namespace pytfcomm {
@@ -49,21 +50,10 @@ FusionPlan plan_fusion(const std::vector<FusionItem>& items, size_t fusion_bytes
 }
 
 uint32_t fusion_digest(const std::vector<FusionItem>& items, uint32_t salt) {
-  // FNV-1a over (salt, n, then count and dtype of each request).
-  uint32_t h = 2166136261u;
-  auto mix = [&h](uint64_t v) {
-    for (int k = 0; k < 8; ++k) {
-      h ^= static_cast<uint8_t>(v >> (8 * k));
-      h *= 16777619u;
-    }
-  };
-  mix(salt);
-  mix(items.size());
-  for (const FusionItem& it : items) {
-    mix(it.count);
-    mix(static_cast<uint64_t>(it.dtype));
-  }
-  return h;
+  FieldDigest32 d;
+  d.mix(salt).mix(items.size());
+  for (const FusionItem& it : items) d.mix(it.count).mix(static_cast<uint64_t>(it.dtype));
+  return d.value();
 }
 
 }  // namespace pytfcomm

@@ -9,17 +9,20 @@
 namespace pytfcomm {
 
 FusionPlan plan_fusion(const std::vector<FusionItem>& items, size_t fusion_bytes,
-                       size_t direct_bytes) {
+                       size_t direct_bytes, size_t align_bytes) {
   PTC_CHECK_ARG(fusion_bytes >= 1, "fusion threshold must be at least 1 byte");
+  PTC_CHECK_ARG(align_bytes == 0 || align_bytes % sizeof(double) == 0,
+                "fusion alignment must be a multiple of every element size, got ", align_bytes);
   const size_t alone =
       direct_bytes == 0 ? fusion_bytes + 1 : std::min(direct_bytes, fusion_bytes + 1);
   FusionPlan plan;
   std::map<DType, size_t> open;  // dtype -> index of its bucket still filling
   for (size_t i = 0; i < items.size(); ++i) {
     const FusionItem& it = items[i];
-    PTC_CHECK_ARG(dtype_size(it.dtype) != 0, "request ", i, " has an invalid dtype");
+    const size_t es = dtype_size(it.dtype);
+    PTC_CHECK_ARG(es != 0, "request ", i, " has an invalid dtype");
     if (it.count == 0) continue;
-    const size_t bytes = it.count * dtype_size(it.dtype);
+    const size_t bytes = it.count * es;
     if (bytes >= alone) {
       FusionBucket b;
       b.dtype = it.dtype;
@@ -42,6 +45,8 @@ FusionPlan plan_fusion(const std::vector<FusionItem>& items, size_t fusion_bytes
     b.items.push_back(i);
     b.offsets.push_back(b.count);
     b.count += it.count;
+    const size_t align = align_bytes / es;  // in elements
+    if (align > 1) b.count = (b.count + align - 1) / align * align;
   }
   for (const FusionBucket& b : plan.buckets) {
     if (!b.direct) plan.max_packed_bytes = std::max(plan.max_packed_bytes, b.bytes());

@@ -27,10 +27,10 @@ struct CodeTable;
 #define PTC_CODE_ROW(id, value, name, ...) {Code::id, name},
 
 // The CodeTable of `Enum` from its X-macro list (in namespace pytfcomm).
-#define PTC_CODE_TABLE(Enum, LIST)                                  \
-  template <>                                                       \
-  struct CodeTable<Enum> {                                          \
-    using Code = Enum;                                              \
+#define PTC_CODE_TABLE(Enum, LIST)                                 \
+  template <>                                                      \
+  struct CodeTable<Enum> {                                         \
+    using Code = Enum;                                             \
     static constexpr CodeName<Code> rows[] = {LIST(PTC_CODE_ROW)}; \
   }
 

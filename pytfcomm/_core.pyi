@@ -1,7 +1,8 @@
 """Type stubs of the native module ``pytfcomm._core`` (csrc/bindings/module.cc).
 
 Arrays are validated by the Python layer (``pytfcomm/communicator.py``); these are the raw
-entry points it calls. dtype/op/algorithm are the integer codes of ``pytfcomm/_dtypes.py``.
+entry points it calls. dtype/op/algorithm are the integer codes of the enums below
+(``pytfcomm/_dtypes.py`` maps names to them).
 Every collective releases the GIL while it runs.
 
 tests/test_core_stub.py checks this file against the built module: every name, class
@@ -10,11 +11,54 @@ member and parameter name. Arguments the bindings leave unnamed (pybind11 calls 
 """
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 __version__: str
+
+class _Enum:
+    """A pybind11 enum of a core code table: ``int(x)`` is the wire value."""
+
+    __members__: ClassVar[dict[str, Any]]
+    def __init__(self, value: int) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+    def __int__(self) -> int: ...
+    def __index__(self) -> int: ...
+
+class DType(_Enum):
+    """Element types (csrc/common/dtype.h); a name is NumPy's name."""
+
+    float16: ClassVar[DType]
+    bfloat16: ClassVar[DType]
+    float32: ClassVar[DType]
+    float64: ClassVar[DType]
+    int8: ClassVar[DType]
+    uint8: ClassVar[DType]
+    int32: ClassVar[DType]
+    int64: ClassVar[DType]
+    bool: ClassVar[DType]
+
+class ReduceOp(_Enum):
+    """Reduction operators (csrc/common/dtype.h)."""
+
+    sum: ClassVar[ReduceOp]
+    mean: ClassVar[ReduceOp]
+    min: ClassVar[ReduceOp]
+    max: ClassVar[ReduceOp]
+    prod: ClassVar[ReduceOp]
+
+class Algorithm(_Enum):
+    """All-reduce algorithms (csrc/common/algorithm.h)."""
+
+    auto: ClassVar[Algorithm]
+    ring: ClassVar[Algorithm]
+    hierarchical: ClassVar[Algorithm]
+    recursive_doubling: ClassVar[Algorithm]
+    oneshot: ClassVar[Algorithm]
 
 class AsyncHandle:
     """A queued all-reduce (``Communicator.allreduce_async``)."""
@@ -186,5 +230,9 @@ def gpu_info(nccl_candidates: list[str] = ...) -> dict[str, Any]: ...
 def set_nccl_candidates(paths: list[str], /) -> None: ...
 def register_fast_dtype(descr: np.dtype, code: int, /) -> None:
     """Let allreduce_fast take arrays of this dtype object (codes as in _dtypes.py)."""
-def shape_digest(shape: Sequence[int], /) -> int:
-    """zlib.crc32(repr(tuple(shape)).encode()), as the fast path computes it."""
+def shape_digest(shape: Sequence[int]) -> int:
+    """zlib.crc32(repr(tuple(shape)).encode()): a collective's shape tag (also the fast path's)."""
+def shapes_digest(shapes: Sequence[Sequence[int]]) -> int:
+    """zlib.crc32(repr([tuple(s) for s in shapes]).encode()): a fused list's shape tag."""
+def error_table() -> list[tuple[str, str, str]]:
+    """(ErrorKind enumerator, pytfcomm.errors class, TF status) of every error kind."""

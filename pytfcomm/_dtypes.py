@@ -7,20 +7,12 @@ import numpy as np
 from . import _core
 from .errors import InvalidArgumentError
 
-# Codes match csrc/common/dtype.h (wire values).
-_BY_NAME = {
-    "float16": 0,
-    "bfloat16": 1,
-    "float32": 2,
-    "float64": 3,
-    "int8": 4,
-    "uint8": 5,
-    "int32": 6,
-    "int64": 7,
-    "bool": 8,
-}
-OPS = {"sum": 0, "mean": 1, "min": 2, "max": 3, "prod": 4}
-ALGORITHMS = {"auto": 0, "ring": 1, "hierarchical": 2, "recursive_doubling": 3, "oneshot": 4}
+# The core's tables (csrc/common/dtype.h, algorithm.h), by name. A DType's
+# name is its NumPy dtype's name (bfloat16: the ml_dtypes type TF uses), so
+# the NumPy side of the mapping is np.dtype(name) for each.
+_BY_NAME = {name: int(code) for name, code in _core.DType.__members__.items()}
+OPS = {name: int(code) for name, code in _core.ReduceOp.__members__.items()}
+ALGORITHMS = {name: int(code) for name, code in _core.Algorithm.__members__.items()}
 
 SUPPORTED_DTYPES = tuple(_BY_NAME)
 

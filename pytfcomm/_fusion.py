@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -28,8 +27,7 @@ def list_tag(arrays: Sequence[np.ndarray]) -> int:
 
     (The engine adds counts and dtypes; shapes catch a reshaped tensor of equal size.)
     """
-    shapes = repr([a.shape for a in arrays]).encode()
-    return zlib.crc32(shapes) & 0xFFFFFFFF
+    return _core.shapes_digest([a.shape for a in arrays])
 
 
 def check_fusion_bytes(value: int | None) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import os
 import stat
-import zlib
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -99,9 +98,9 @@ def shape_tag(shape: tuple[int, ...]) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _shape_tag(shape: tuple[int, ...]) -> int:
-    # Cached: a training loop reduces the same few shapes over and over, and
-    # hashing them again costs about a microsecond per call.
-    return zlib.crc32(repr(shape).encode()) & 0xFFFFFFFF
+    # The core's digest, which its fast path computes too. Cached: a training
+    # loop reduces the same few shapes over and over.
+    return _core.shape_digest(shape)
 
 
 class Communicator:

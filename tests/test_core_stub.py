@@ -76,12 +76,19 @@ def _read_stub() -> Stub:
         f"{STUB} must have one '{BEGIN}' line and, after it, one '{END}' line"
     )
     stub = Stub({}, {}, {}, range(begins[0], ends[0]))
+    helpers: dict[str, StubClass] = {}
     for node in ast.parse(text, filename=str(STUB)).body:
         if isinstance(node, ast.FunctionDef):
             assert not _decorators(node), f"stub line {node.lineno}: decorated function"
             stub.functions[node.name] = StubFunction(node.name, node.args, node.lineno)
         elif isinstance(node, ast.ClassDef):
             cls = StubClass(node.name, node.lineno)
+            # A stub-only base for typing (the enums' _Enum) is not a name of the
+            # module: its members count as members of the classes built on it.
+            for base in node.bases:
+                if isinstance(base, ast.Name) and base.id in helpers:
+                    cls.methods.update(helpers[base.id].methods)
+                    cls.properties.update(helpers[base.id].properties)
             for item in node.body:
                 if not isinstance(item, ast.FunctionDef):
                     continue
@@ -93,7 +100,7 @@ def _read_stub() -> Stub:
                 else:
                     assert not decorators, f"stub line {item.lineno}: {decorators}"
                     cls.methods[item.name] = StubFunction(item.name, item.args, item.lineno)
-            stub.classes[node.name] = cls
+            (helpers if node.name.startswith("_") else stub.classes)[node.name] = cls
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             stub.variables[node.target.id] = node.annotation
     return stub
@@ -299,7 +306,9 @@ def test_classes_and_their_members(stub: Stub) -> None:
                 problems.append(f"{name}: a class in the stub, a {kind} in the module")
             continue
         methods, properties, setters = _class_members(obj)
-        stub_methods = set(cls.methods)
+        # As on the module's side: public methods and __init__ (dunders such as the
+        # enums' __int__ come from pybind11's bases, not from the bindings).
+        stub_methods = {m for m in cls.methods if not m.startswith("_") or m == "__init__"}
         if stub_methods != methods:
             problems.append(
                 f"{name} methods: only in the module {sorted(methods - stub_methods)}, "

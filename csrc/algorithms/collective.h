@@ -7,42 +7,37 @@
 #include <memory>
 #include <vector>
 
+#include "common/code_table.h"
 #include "common/dtype.h"
 #include "transport/transport.h"
 
 namespace pytfcomm::algorithms {
 
-// Wire values (MessageMeta::kind).
-enum class CollectiveKind : uint8_t {
-  kAllreduce = 1,
-  kBroadcast = 2,
-  kAllgather = 3,
-  kReduceScatter = 4,
-  kBarrier = 5,
-  kNegotiate = 6,  // not a collective: the frames of a negotiation round
-};
+// X(enumerator, wire value, name) of MessageMeta::kind; the names are for
+// messages and labels.
+#define PTC_COLLECTIVE_KINDS(X)          \
+  X(kAllreduce, 1, "allreduce")          \
+  X(kBroadcast, 2, "broadcast")          \
+  X(kAllgather, 3, "allgather")          \
+  X(kReduceScatter, 4, "reduce_scatter") \
+  X(kBarrier, 5, "barrier")              \
+  X(kNegotiate, 6, "negotiation round") /* not a collective: a negotiation's frames */
+
+enum class CollectiveKind : uint8_t { PTC_COLLECTIVE_KINDS(PTC_CODE_ENUMERATOR) };
 static_assert(static_cast<uint8_t>(CollectiveKind::kNegotiate) == transport::kNegotiationKind,
               "one wire value for negotiation frames");
 
-// "allreduce", ... for messages and labels ("collective" for a value that
-// names none, e.g. from a peer that lies).
-inline const char* kind_name(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kAllreduce:
-      return "allreduce";
-    case CollectiveKind::kBroadcast:
-      return "broadcast";
-    case CollectiveKind::kAllgather:
-      return "allgather";
-    case CollectiveKind::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveKind::kBarrier:
-      return "barrier";
-    case CollectiveKind::kNegotiate:
-      return "negotiation round";
-  }
-  return "collective";
-}
+}  // namespace pytfcomm::algorithms
+
+namespace pytfcomm {
+PTC_CODE_TABLE(algorithms::CollectiveKind, PTC_COLLECTIVE_KINDS);
+}  // namespace pytfcomm
+
+namespace pytfcomm::algorithms {
+
+// The kind's name ("collective" for a value that names none, e.g. from a
+// peer that lies).
+inline const char* kind_name(CollectiveKind k) { return code_name(k, "collective"); }
 
 // Wire values (MessageMeta::phase): which algorithm, and which part of a
 // composed one, a message belongs to. Ranks that picked different

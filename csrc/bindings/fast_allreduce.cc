@@ -12,13 +12,12 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
-#include <array>
-#include <string>
 #include <utility>
 #include <vector>
 
 #include "bindings/blocking.h"
-#include "common/crc32.h"
+#include "bindings/codes.h"
+#include "common/digest.h"
 #include "common/dtype.h"
 
 namespace py = pybind11;
@@ -47,49 +46,21 @@ DescrTable& descr_table() {
   return *t;
 }
 
-// The code whose core name (op_name, algorithm_name) `s` is: exact names
-// only (the Python layer also accepts other spellings).
+// The code whose table name `s` is: exact names only (the Python layer also
+// accepts other spellings).
 template <typename Code>
-bool code_named(py::handle s, int count, const char* (*name)(Code), Code* out) {
+bool code_named(py::handle s, Code* out) {
   if (!PyUnicode_CheckExact(s.ptr())) return false;
-  for (int i = 0; i < count; ++i) {
-    if (PyUnicode_CompareWithASCIIString(s.ptr(), name(static_cast<Code>(i))) == 0) {
-      *out = static_cast<Code>(i);
+  for (const CodeName<Code>& r : CodeTable<Code>::rows) {
+    if (PyUnicode_CompareWithASCIIString(s.ptr(), r.name) == 0) {
+      *out = r.code;
       return true;
     }
   }
   return false;
 }
 
-constexpr int kOps = static_cast<int>(ReduceOp::kCount);
-constexpr int kAlgorithms = static_cast<int>(Algorithm::kOneShot) + 1;
-
-// zlib.crc32(repr(shape).encode()) for a tuple of ints: "()", "(7,)", "(2, 3)".
-uint32_t shape_digest(const Py_ssize_t* dims, int nd) {
-  std::array<char, 512> buf;
-  size_t len = 0;
-  buf[len++] = '(';
-  for (int i = 0; i < nd; ++i) {
-    if (i > 0) {
-      buf[len++] = ',';
-      buf[len++] = ' ';
-    }
-    char digits[24];
-    int k = 0;
-    unsigned long long v = static_cast<unsigned long long>(dims[i]);
-    do {
-      digits[k++] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v > 0);
-    while (k > 0) buf[len++] = digits[--k];
-  }
-  if (nd == 1) buf[len++] = ',';
-  buf[len++] = ')';
-  return crc32(buf.data(), len);
-}
-
-constexpr int kMaxFastDims = 16;
-constexpr size_t kMaxDescrs = 64;  // 16 dims * 22 chars fit the digest buffer
+constexpr size_t kMaxDescrs = 64;
 
 }  // namespace
 
@@ -98,20 +69,15 @@ void bind_fast_allreduce(py::module_& m,
   m.def(
       "register_fast_dtype",
       [](py::object descr, int code) {
-        PTC_CHECK_ARG(valid_dtype(static_cast<uint8_t>(code)) && code >= 0, "bad dtype code ",
-                      code);
+        const DType registered = code_arg<DType>(code, "dtype");
         DescrTable& t = descr_table();
         DType dt;
         // Bounded: dtype objects with metadata are new objects each time;
         // past the bound they simply take the full path.
         if (t.find(descr.ptr(), &dt) || t.entries.size() >= kMaxDescrs) return;
-        t.entries.emplace_back(descr.release().ptr(), static_cast<DType>(code));
+        t.entries.emplace_back(descr.release().ptr(), registered);
       },
       "Let the all-reduce fast path take arrays of this (native-order) dtype object.");
-  m.def("shape_digest", [](const std::vector<Py_ssize_t>& shape) {
-    PTC_CHECK_ARG(shape.size() <= kMaxFastDims, "at most ", kMaxFastDims, " dimensions");
-    return shape_digest(shape.data(), static_cast<int>(shape.size()));
-  });
   cls.def(
       "allreduce_fast",
       [](Communicator& c, py::handle x, py::handle out, py::handle op, py::handle algorithm) {
@@ -128,8 +94,7 @@ void bind_fast_allreduce(py::module_& m,
         constexpr int kWrite = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
         if (a->descr != b->descr || !descr_table().find(a->descr, &dt) || !(a->flags & kContig) ||
             (b->flags & (kContig | kWrite)) != (kContig | kWrite) || a->nd != b->nd ||
-            a->nd > kMaxFastDims || !code_named(op, kOps, op_name, &op_code) ||
-            !code_named(algorithm, kAlgorithms, algorithm_name, &alg_code)) {
+            !code_named(op, &op_code) || !code_named(algorithm, &alg_code)) {
           return false;
         }
         size_t count = 1;
@@ -137,7 +102,7 @@ void bind_fast_allreduce(py::module_& m,
           if (a->dimensions[i] != b->dimensions[i]) return false;
           count *= static_cast<size_t>(a->dimensions[i]);
         }
-        const uint32_t tag = shape_digest(a->dimensions, a->nd);
+        const uint32_t tag = shape_digest(a->dimensions, static_cast<size_t>(a->nd));
         const void* in = a->data;
         void* dst = b->data;
         // Input and out that overlap without being one array: the full

@@ -7,6 +7,8 @@
 #include <pybind11/stl.h>
 
 #include "bindings/blocking.h"
+#include "bindings/codes.h"
+#include "bindings/errors.h"
 #include "bindings/fast_allreduce.h"
 #include "bindings/gpu_bindings.h"
 #include "bindings/params.h"
@@ -27,16 +29,9 @@ using pytfcomm::ReduceOp;
 
 namespace {
 
-DType to_dtype(int code) {
-  PTC_CHECK_ARG(pytfcomm::valid_dtype(static_cast<uint8_t>(code)) && code >= 0,
-                "unsupported dtype code ", code);
-  return static_cast<DType>(code);
-}
-
-ReduceOp to_op(int code) {
-  PTC_CHECK_ARG(pytfcomm::valid_op(static_cast<uint8_t>(code)) && code >= 0, "bad op code ", code);
-  return static_cast<ReduceOp>(code);
-}
+DType to_dtype(int code) { return pytfcomm::code_arg<DType>(code, "dtype"); }
+ReduceOp to_op(int code) { return pytfcomm::code_arg<ReduceOp>(code, "op"); }
+Algorithm to_algorithm(int code) { return pytfcomm::code_arg<Algorithm>(code, "algorithm"); }
 
 size_t checked_count(const py::array& a, DType dt, const char* what) {
   PTC_CHECK_ARG(a.flags() & py::array::c_style, what, " must be C-contiguous");
@@ -49,18 +44,6 @@ size_t checked_count(const py::array& a, DType dt, const char* what) {
 void* writable(py::array& a, const char* what) {
   PTC_CHECK_ARG(a.writeable(), what, " is read-only");
   return a.mutable_data();
-}
-
-// Python classes live in pytfcomm/errors.py so they can carry docstrings and
-// inherit from the matching builtins (TimeoutError, ConnectionError, ...).
-py::object error_class(pytfcomm::ErrorKind kind) {
-  // By ErrorKind; an interrupt whose Python exception is not on this
-  // thread (another thread was interrupted) reads as a closed communicator.
-  static const char* kNames[] = {"CommError",           "InvalidArgumentError", "ConfigError",
-                                 "PeerLostError",       "CommTimeoutError",     "MismatchError",
-                                 "AuthenticationError", "CommClosedError",      "CommClosedError"};
-  py::module_ errors = py::module_::import("pytfcomm.errors");
-  return errors.attr(kNames[static_cast<int>(kind)]);
 }
 
 // An async all-reduce as Python sees it: the engine's request plus the
@@ -117,8 +100,6 @@ void bind_fusion(py::module_& m, py::class_<Communicator, std::shared_ptr<Commun
             size_t direct_bytes) {
            PTC_CHECK_ARG(srcs.size() == dsts.size() && srcs.size() == dtypes.size(),
                          "inputs, outputs and dtypes must have the same length");
-           PTC_CHECK_ARG(algorithm >= 0 && algorithm <= static_cast<int>(Algorithm::kOneShot),
-                         "bad algorithm code ", algorithm);
            std::vector<pytfcomm::FusionRequest> reqs;
            reqs.reserve(srcs.size());
            for (size_t i = 0; i < srcs.size(); ++i) {
@@ -126,8 +107,8 @@ void bind_fusion(py::module_& m, py::class_<Communicator, std::shared_ptr<Commun
            }
            ReduceOp o = to_op(op);
            pytfcomm::Blocking blocking;
-           c.fusion().allreduce_many(reqs, o, static_cast<Algorithm>(algorithm), timeout, tag,
-                                     fusion_bytes, direct_bytes);
+           c.fusion().allreduce_many(reqs, o, to_algorithm(algorithm), timeout, tag, fusion_bytes,
+                                     direct_bytes);
          },
          py::arg("srcs"), py::arg("dsts"), py::arg("dtypes"), py::arg("op"), py::arg("algorithm"),
          py::arg("timeout"), py::arg("tag") = 0, py::arg("fusion_bytes") = 0,
@@ -136,15 +117,13 @@ void bind_fusion(py::module_& m, py::class_<Communicator, std::shared_ptr<Commun
           "allreduce_async",
           [](Communicator& c, const py::object& src, const py::object& dst, int dtype, int op,
              int algorithm, double timeout, uint32_t tag) {
-            PTC_CHECK_ARG(algorithm >= 0 && algorithm <= static_cast<int>(Algorithm::kOneShot),
-                          "bad algorithm code ", algorithm);
             pytfcomm::FusionRequest r = fusion_request(src, dst, dtype, 0);
             ReduceOp o = to_op(op);
+            Algorithm a = to_algorithm(algorithm);
             PyAsyncHandle h{nullptr, src, dst};
             {
               py::gil_scoped_release release;
-              h.req =
-                  c.fusion().allreduce_async(r, o, static_cast<Algorithm>(algorithm), timeout, tag);
+              h.req = c.fusion().allreduce_async(r, o, a, timeout, tag);
             }
             return h;
           },
@@ -157,19 +136,8 @@ void bind_fusion(py::module_& m, py::class_<Communicator, std::shared_ptr<Commun
 PYBIND11_MODULE(_core, m) {
   m.doc() = "pytfcomm native core (no TensorFlow dependency)";
 
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const pytfcomm::Error& e) {
-      // Ctrl-C: the exception the signal handler raised (KeyboardInterrupt).
-      if (e.kind() == pytfcomm::ErrorKind::kInterrupted &&
-          pytfcomm::restore_interrupt_exception()) {
-        return;
-      }
-      py::object cls = error_class(e.kind());
-      PyErr_SetString(cls.ptr(), e.what());
-    }
-  });
+  pytfcomm::bind_errors(m);
+  pytfcomm::bind_codes(m);
 
   py::class_<Communicator, std::shared_ptr<Communicator>> comm_class(m, "Communicator");
   comm_class
@@ -224,14 +192,12 @@ PYBIND11_MODULE(_core, m) {
             size_t n = checked_count(src, dt, "input");
             PTC_CHECK_ARG(checked_count(dst, dt, "output") == n,
                           "output must have as many elements as the input");
-            PTC_CHECK_ARG(algorithm >= 0 && algorithm <= static_cast<int>(Algorithm::kOneShot),
-                          "bad algorithm code ", algorithm);
             const void* in = src.data();
             void* out = writable(dst, "output");
             pytfcomm::CallKey key{name};
             pytfcomm::Blocking blocking;
-            c.allreduce(in, out, n, dt, to_op(op), static_cast<Algorithm>(algorithm), timeout,
-                        shape_tag, &key);
+            c.allreduce(in, out, n, dt, to_op(op), to_algorithm(algorithm), timeout, shape_tag,
+                        &key);
           },
           py::arg("src"), py::arg("dst"), py::arg("dtype"), py::arg("op"), py::arg("algorithm"),
           py::arg("timeout"), py::arg("shape_tag") = 0, py::arg("name") = "")

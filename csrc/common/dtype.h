@@ -4,66 +4,53 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/code_table.h"
+
 namespace pytfcomm {
 
-// Wire values: these numbers travel in frame headers and across the Python
-// boundary, so never renumber them; append new types before kCount.
-enum class DType : uint8_t {
-  kFloat16 = 0,
-  kBFloat16 = 1,
-  kFloat32 = 2,
-  kFloat64 = 3,
-  kInt8 = 4,
-  kUInt8 = 5,
-  kInt32 = 6,
-  kInt64 = 7,
-  kBool = 8,
-  kCount = 9,
-};
+// X(enumerator, wire value, name, bytes per element). Wire values travel in
+// frame headers and across the Python boundary: never renumber them, append
+// new types at the end. A name is also the type's NumPy name (bfloat16:
+// ml_dtypes').
+#define PTC_DTYPES(X)            \
+  X(kFloat16, 0, "float16", 2)   \
+  X(kBFloat16, 1, "bfloat16", 2) \
+  X(kFloat32, 2, "float32", 4)   \
+  X(kFloat64, 3, "float64", 8)   \
+  X(kInt8, 4, "int8", 1)         \
+  X(kUInt8, 5, "uint8", 1)       \
+  X(kInt32, 6, "int32", 4)       \
+  X(kInt64, 7, "int64", 8)       \
+  X(kBool, 8, "bool", 1)
 
-// Wire values as above. kMean is a sum followed by a division by the number
-// of contributions (truncating toward zero for integer types).
-enum class ReduceOp : uint8_t {
-  kSum = 0,
-  kMean = 1,
-  kMin = 2,
-  kMax = 3,
-  kProd = 4,
-  kCount = 5,
-};
+// X(enumerator, wire value, name), as above.
+#define PTC_REDUCE_OPS(X)                                                   \
+  X(kSum, 0, "sum")                                                         \
+  X(kMean, 1, "mean") /* the sum / contributions (integers: toward zero) */ \
+  X(kMin, 2, "min")                                                         \
+  X(kMax, 3, "max")                                                         \
+  X(kProd, 4, "prod")
+
+enum class DType : uint8_t { PTC_DTYPES(PTC_CODE_ENUMERATOR) kCount };
+enum class ReduceOp : uint8_t { PTC_REDUCE_OPS(PTC_CODE_ENUMERATOR) kCount };
+PTC_CODE_TABLE(DType, PTC_DTYPES);
+PTC_CODE_TABLE(ReduceOp, PTC_REDUCE_OPS);
+static_assert(codes_are_dense<DType>() && codes_are_dense<ReduceOp>(), "kCount bounds the codes");
 
 inline size_t dtype_size(DType t) {
+#define PTC_DTYPE_SIZE(id, value, name, bytes) \
+  case DType::id:                              \
+    return bytes;
   switch (t) {
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      return 2;
-    case DType::kFloat32:
-    case DType::kInt32:
-      return 4;
-    case DType::kFloat64:
-    case DType::kInt64:
-      return 8;
-    case DType::kInt8:
-    case DType::kUInt8:
-    case DType::kBool:
-      return 1;
+    PTC_DTYPES(PTC_DTYPE_SIZE)
     default:
       return 0;
   }
+#undef PTC_DTYPE_SIZE
 }
 
-inline const char* dtype_name(DType t) {
-  static const char* kNames[] = {"float16", "bfloat16", "float32", "float64", "int8",
-                                 "uint8",   "int32",    "int64",   "bool"};
-  auto i = static_cast<size_t>(t);
-  return i < static_cast<size_t>(DType::kCount) ? kNames[i] : "invalid";
-}
-
-inline const char* op_name(ReduceOp op) {
-  static const char* kNames[] = {"sum", "mean", "min", "max", "prod"};
-  auto i = static_cast<size_t>(op);
-  return i < static_cast<size_t>(ReduceOp::kCount) ? kNames[i] : "invalid";
-}
+inline const char* dtype_name(DType t) { return code_name(t); }
+inline const char* op_name(ReduceOp op) { return code_name(op); }
 
 inline bool valid_dtype(uint8_t v) { return v < static_cast<uint8_t>(DType::kCount); }
 inline bool valid_op(uint8_t v) { return v < static_cast<uint8_t>(ReduceOp::kCount); }

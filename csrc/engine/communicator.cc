@@ -62,22 +62,6 @@ bool overlap(const void* a, size_t an, const void* b, size_t bn) {
 
 }  // namespace
 
-const char* algorithm_name(Algorithm a) {
-  switch (a) {
-    case Algorithm::kAuto:
-      return "auto";
-    case Algorithm::kRing:
-      return "ring";
-    case Algorithm::kHierarchical:
-      return "hierarchical";
-    case Algorithm::kRecursiveDoubling:
-      return "recursive_doubling";
-    case Algorithm::kOneShot:
-      return "oneshot";
-  }
-  return "?";
-}
-
 Communicator::Communicator(const CommOptions& o)
     : rank_(o.rank), size_(o.size), negotiator_(o.rank < 0 ? 0 : o.rank, o.size < 1 ? 1 : o.size) {
   PTC_CHECK_ARG(o.size >= 1, "size must be >= 1, got ", o.size);

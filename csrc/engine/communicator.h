@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "algorithms/collective.h"
+#include "common/algorithm.h"
 #include "common/dtype.h"
 #include "engine/negotiator.h"
 #include "engine/request.h"
@@ -39,15 +40,6 @@ namespace pytfcomm {
 
 class Fusion;  // engine/fusion.h
 class Timeline;
-
-enum class Algorithm {
-  kAuto = 0,
-  kRing = 1,
-  kHierarchical = 2,
-  kRecursiveDoubling = 3,
-  kOneShot = 4,
-};
-const char* algorithm_name(Algorithm a);
 
 struct CommOptions {
   int rank = 0;

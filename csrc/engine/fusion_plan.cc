@@ -3,22 +3,26 @@
 #include <algorithm>
 #include <map>
 
+#include "common/digest.h"
 #include "common/error.h"
 
 namespace pytfcomm {
 
 FusionPlan plan_fusion(const std::vector<FusionItem>& items, size_t fusion_bytes,
-                       size_t direct_bytes) {
+                       size_t direct_bytes, size_t align_bytes) {
   PTC_CHECK_ARG(fusion_bytes >= 1, "fusion threshold must be at least 1 byte");
+  PTC_CHECK_ARG(align_bytes == 0 || align_bytes % sizeof(double) == 0,
+                "fusion alignment must be a multiple of every element size, got ", align_bytes);
   const size_t alone =
       direct_bytes == 0 ? fusion_bytes + 1 : std::min(direct_bytes, fusion_bytes + 1);
   FusionPlan plan;
   std::map<DType, size_t> open;  // dtype -> index of its bucket still filling
   for (size_t i = 0; i < items.size(); ++i) {
     const FusionItem& it = items[i];
-    PTC_CHECK_ARG(dtype_size(it.dtype) != 0, "request ", i, " has an invalid dtype");
+    const size_t es = dtype_size(it.dtype);
+    PTC_CHECK_ARG(es != 0, "request ", i, " has an invalid dtype");
     if (it.count == 0) continue;
-    const size_t bytes = it.count * dtype_size(it.dtype);
+    const size_t bytes = it.count * es;
     if (bytes >= alone) {
       FusionBucket b;
       b.dtype = it.dtype;
@@ -41,6 +45,8 @@ FusionPlan plan_fusion(const std::vector<FusionItem>& items, size_t fusion_bytes
     b.items.push_back(i);
     b.offsets.push_back(b.count);
     b.count += it.count;
+    const size_t align = align_bytes / es;  // in elements
+    if (align > 1) b.count = (b.count + align - 1) / align * align;
   }
   for (const FusionBucket& b : plan.buckets) {
     if (!b.direct) plan.max_packed_bytes = std::max(plan.max_packed_bytes, b.bytes());
@@ -49,21 +55,10 @@ FusionPlan plan_fusion(const std::vector<FusionItem>& items, size_t fusion_bytes
 }
 
 uint32_t fusion_digest(const std::vector<FusionItem>& items, uint32_t salt) {
-  // FNV-1a over (salt, n, then count and dtype of each request).
-  uint32_t h = 2166136261u;
-  auto mix = [&h](uint64_t v) {
-    for (int k = 0; k < 8; ++k) {
-      h ^= static_cast<uint8_t>(v >> (8 * k));
-      h *= 16777619u;
-    }
-  };
-  mix(salt);
-  mix(items.size());
-  for (const FusionItem& it : items) {
-    mix(it.count);
-    mix(static_cast<uint64_t>(it.dtype));
-  }
-  return h;
+  FieldDigest32 d;
+  d.mix(salt).mix(items.size());
+  for (const FusionItem& it : items) d.mix(it.count).mix(static_cast<uint64_t>(it.dtype));
+  return d.value();
 }
 
 }  // namespace pytfcomm

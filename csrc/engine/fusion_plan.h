@@ -43,8 +43,12 @@ struct FusionPlan {
 };
 
 // fusion_bytes >= 1; direct_bytes == 0 means "never direct below fusion_bytes".
+// align_bytes > 0 (a multiple of 8): every packed request starts at a multiple
+// of it, the padding counts towards fusion_bytes, and a packed bucket's count
+// includes the padding after its last request (TF's kernels keep tensors
+// aligned so inside one buffer).
 FusionPlan plan_fusion(const std::vector<FusionItem>& items, size_t fusion_bytes,
-                       size_t direct_bytes);
+                       size_t direct_bytes, size_t align_bytes = 0);
 
 // 32-bit digest of the list (count, dtype of every request, and `salt`),
 // carried as the shape tag of every collective of the plan so that ranks

@@ -34,9 +34,4 @@ std::shared_ptr<Communicator> find_communicator(int64_t handle) {
   return it == table().end() ? nullptr : it->second.lock();
 }
 
-void unregister_communicator(int64_t handle) {
-  std::lock_guard<std::mutex> lock(mu());
-  table().erase(handle);
-}
-
 }  // namespace pytfcomm

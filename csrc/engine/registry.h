@@ -13,8 +13,7 @@ namespace pytfcomm {
 // Returns the handle of `comm`, registering it on first call (handles start at 1).
 int64_t register_communicator(const std::shared_ptr<Communicator>& comm);
 // The communicator with that handle, or null if it was never registered or
-// has been unregistered.
+// has been destroyed (the table holds weak pointers).
 std::shared_ptr<Communicator> find_communicator(int64_t handle);
-void unregister_communicator(int64_t handle);
 
 }  // namespace pytfcomm

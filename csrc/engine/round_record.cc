@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "common/algorithm.h"
 #include "common/error.h"
 
 namespace pytfcomm {
@@ -17,13 +18,6 @@ size_t table_bytes(size_t entries, size_t withdrawals) {
 bool valid_kind(uint8_t k) {
   return k >= static_cast<uint8_t>(algorithms::CollectiveKind::kAllreduce) &&
          k <= static_cast<uint8_t>(algorithms::CollectiveKind::kBarrier);
-}
-
-// Algorithm codes as in engine/communicator.h; kept here as text so that the
-// record code does not depend on the communicator.
-const char* algorithm_text(uint8_t a) {
-  static const char* kNames[] = {"auto", "ring", "hierarchical", "recursive_doubling", "oneshot"};
-  return a < 5 ? kNames[a] : "?";
 }
 
 }  // namespace
@@ -113,8 +107,8 @@ std::string check_record_header(const char* rec, size_t bytes, uint64_t round, R
 }
 
 const char* check_record_entry(const RecordEntry& e, const RecordHeader& h, int size) {
-  if (!valid_kind(e.kind) || !valid_dtype(e.dtype) || !valid_op(e.op) || e.algorithm > 4 ||
-      (e.flags & ~kEntryAllFlags) != 0) {
+  if (!valid_kind(e.kind) || !valid_dtype(e.dtype) || !valid_op(e.op) ||
+      !valid_code<Algorithm>(e.algorithm) || (e.flags & ~kEntryAllFlags) != 0) {
     return "an entry with an unknown kind, dtype, op, algorithm or flag";
   }
   if (e.kind == static_cast<uint8_t>(algorithms::CollectiveKind::kBroadcast) &&
@@ -197,7 +191,7 @@ std::string describe(const Descriptor& d) {
   switch (d.kind) {
     case algorithms::CollectiveKind::kAllreduce:
       s.append(", op ").append(op_name(d.op)).append(", algorithm ");
-      s.append(algorithm_text(d.algorithm));
+      s.append(algorithm_name(static_cast<Algorithm>(d.algorithm)));
       break;
     case algorithms::CollectiveKind::kReduceScatter:
       s.append(", op ").append(op_name(d.op));

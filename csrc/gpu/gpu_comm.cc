@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "common/digest.h"
 #include "common/error.h"
 #include "common/logging.h"
 #include "common/param.h"
@@ -16,14 +17,9 @@ namespace {
 
 // FNV-1a over the fields every rank must agree on.
 uint32_t digest(std::initializer_list<uint64_t> fields) {
-  uint32_t h = 2166136261u;
-  for (uint64_t f : fields) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= static_cast<uint8_t>(f >> (8 * i));
-      h *= 16777619u;
-    }
-  }
-  return h == 0 ? 1 : h;  // 0 means "no shape" on the wire
+  FieldDigest32 d;
+  for (uint64_t f : fields) d.mix(f);
+  return d.nonzero();  // 0 means "no shape" on the wire
 }
 
 }  // namespace

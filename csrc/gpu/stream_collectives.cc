@@ -6,6 +6,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "common/digest.h"
 #include "common/error.h"
 #include "common/param.h"
 #include "gpu/clique.h"
@@ -39,19 +40,14 @@ void bind_stream(Member& m, void* stream) {
 
 // FNV-1a over what every process must agree on.
 uint32_t digest(const Group& g) {
-  uint32_t h = 2166136261u;
-  auto mix = [&h](uint64_t v) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 16777619u;
-  };
-  mix(static_cast<uint64_t>(g.call.op));
-  mix(static_cast<uint64_t>(g.call.reduce));
-  mix(static_cast<uint64_t>(g.call.root));
-  mix(g.members.size());
-  for (const StreamTensor& t : g.members[0].tensors) {
-    mix(t.count);
-    mix(static_cast<uint64_t>(t.dtype));
-  }
-  return h == 0 ? 1 : h;
+  FieldDigest32 d;
+  d.mix(static_cast<uint64_t>(g.call.op));
+  d.mix(static_cast<uint64_t>(g.call.reduce));
+  d.mix(static_cast<uint64_t>(g.call.root));
+  d.mix(g.members.size());
+  for (const StreamTensor& t : g.members[0].tensors)
+    d.mix(t.count).mix(static_cast<uint64_t>(t.dtype));
+  return d.nonzero();
 }
 
 void check_members(const Group& g) {

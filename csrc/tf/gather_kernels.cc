@@ -10,39 +10,20 @@
 #include "common/digest.h"
 #include "local/local_pool.h"
 #include "local/local_reduce.h"
-#include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/tensor.h"
 #include "tf/cross_worker.h"
+#include "tf/kernel_base.h"
 #include "tf/output_buffer.h"
-#include "tf/tf_common.h"
 
 namespace pytfcomm {
 namespace tf {
 namespace {
 
-using tensorflow::AsyncOpKernel;
-using tensorflow::OpKernelConstruction;
-using tensorflow::OpKernelContext;
-using tensorflow::Tensor;
-using tensorflow::TensorShape;
+class BroadcastOp : public BroadcastKernel {
+  using BroadcastKernel::BroadcastKernel;
 
-class BroadcastOp : public AsyncOpKernel {
- public:
-  explicit BroadcastOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
-    ReadGatherAttrs(c, true, &a_);
-  }
-
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    count(CounterKind::kBroadcastOps);
-    std::shared_ptr<Communicator> comm;
-    if (a_.comm_handle > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(a_.comm_handle, &comm), done);
+  void Send(OpKernelContext* ctx, DoneCallback done, std::shared_ptr<Communicator> comm,
+            DType dt) override {
     const Tensor& in = ctx->input(0);
-    if (!comm || comm->size() == 1 || in.NumElements() == 0) {
-      for (int i = 0; i < a_.num_devices; ++i) ctx->set_output(i, in);
-      return done();
-    }
-    DType dt;
-    OP_REQUIRES_OK_ASYNC(ctx, CheckBroadcast(in, *comm, a_.root, &dt), done);
     Tensor out;
     OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, in.dtype(), in.shape(), &out), done);
     // Inputs are immutable: the root sends from a copy that becomes its output.
@@ -52,32 +33,22 @@ class BroadcastOp : public AsyncOpKernel {
     std::vector<std::unique_ptr<Request>> reqs;
     reqs.push_back(comm->make_request(algorithms::CollectiveKind::kBroadcast, buf, buf,
                                       static_cast<size_t>(out.NumElements()), dt, ReduceOp::kSum,
-                                      Algorithm::kAuto, a_.root, CoreTimeout(a_.timeout), 0));
+                                      Algorithm::kAuto, a_.root, a_.core_timeout(), 0));
     SubmitCrossWorker(ctx, std::move(done), "cross-worker broadcast", *comm,
                       InstanceStream(ctx, a_.instance_key), OpLabel("broadcast", ctx),
                       std::move(reqs), [comm, out] { count(CounterKind::kCrossWorkerOps); });
   }
-
- private:
-  GatherAttrs a_;
 };
 
-class AllGatherOp : public AsyncOpKernel {
- public:
-  explicit AllGatherOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
-    ReadGatherAttrs(c, false, &a_);
-  }
+class AllGatherOp : public AllGatherKernel {
+  using AllGatherKernel::AllGatherKernel;
 
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    count(CounterKind::kAllGatherOps);
+  void Gather(OpKernelContext* ctx, DoneCallback done, std::shared_ptr<Communicator> comm, DType dt,
+              const Rows& shapes) override {
     const int n = a_.num_devices;
-    std::shared_ptr<Communicator> comm;
-    if (a_.comm_handle > 0) OP_REQUIRES_OK_ASYNC(ctx, FindComm(a_.comm_handle, &comm), done);
-    const bool cross = comm && comm->size() > 1;
+    const TensorShape& row = shapes.row;
+    const std::vector<int64_t>& counts = shapes.counts;
     const Tensor& t0 = ctx->input(0);
-    TensorShape row;
-    std::vector<int64_t> counts;
-    OP_REQUIRES_OK_ASYNC(ctx, GatherRows(ctx, n, &row, &counts), done);
     std::vector<int64_t> offsets(n);  // each replica's first row
     int64_t rows = 0;
     for (int i = 0; i < n; ++i) {
@@ -94,13 +65,10 @@ class AllGatherOp : public AsyncOpKernel {
       const Tensor& t = ctx->input(static_cast<int>(i));
       std::memcpy(base + offsets[i] * row_bytes, t.tensor_data().data(), t.TotalBytes());
     });
-    if (!cross) {
+    if (!comm) {
       for (int i = 0; i < n; ++i) ctx->set_output(i, local);
       return done();
     }
-    DType dt;
-    OP_REQUIRES_ASYNC(ctx, ToDType(t0.dtype(), &dt),
-                      absl::InvalidArgumentError("pytfcomm all-gather: unsupported dtype"), done);
     // Stage 1, the size exchange: every process's row count, tagged with the
     // dtype and the row shape, so processes that disagree on either fail
     // with a mismatch on every rank instead of gathering unrelated bytes.
@@ -116,23 +84,23 @@ class AllGatherOp : public AsyncOpKernel {
     reqs.push_back(comm->make_request(
         algorithms::CollectiveKind::kAllgather, mine->tensor_data().data(),
         const_cast<char*>(table->tensor_data().data()), 1, DType::kInt64, ReduceOp::kSum,
-        Algorithm::kAuto, 0, CoreTimeout(a_.timeout), RowTag(t0.dtype(), row)));
+        Algorithm::kAuto, 0, a_.core_timeout(), RowTag(t0.dtype(), row)));
     const uint64_t stream = InstanceStream(ctx, a_.instance_key);
     const std::string label = OpLabel("allgather", ctx);
     auto gather = [this, ctx, done, comm, local, table, row, stream, label, dt]() {
       if (!ctx->status().ok()) return done();
-      Gather(ctx, done, comm, local, *table, row, stream, label, dt);
+      GatherCounted(ctx, done, comm, local, *table, row, stream, label, dt);
     };
     SubmitCrossWorker(ctx, std::move(gather), "cross-worker all-gather (size exchange)", *comm,
                       stream, label, std::move(reqs), [mine, table] {});
   }
 
- private:
   // A digest of the dtype and the shape of one row, never 0 (0: no shape).
   static uint32_t RowTag(tensorflow::DataType dtype, const TensorShape& row) {
-    uint64_t h = fnv1a64_mix(kFnv64Offset, static_cast<uint64_t>(dtype));
-    h = fnv1a64_mix(h, static_cast<uint64_t>(row.dims()));
-    for (int d = 0; d < row.dims(); ++d) h = fnv1a64_mix(h, static_cast<uint64_t>(row.dim_size(d)));
+    FieldDigest<uint64_t> d;
+    d.mix(static_cast<uint64_t>(dtype)).mix(static_cast<uint64_t>(row.dims()));
+    for (int i = 0; i < row.dims(); ++i) d.mix(static_cast<uint64_t>(row.dim_size(i)));
+    const uint64_t h = d.value();
     return static_cast<uint32_t>(h ^ (h >> 32)) | 1u;
   }
 
@@ -140,9 +108,9 @@ class AllGatherOp : public AsyncOpKernel {
   // known: the output takes the sum of them. Equal counts gather straight
   // into it; unequal ones gather blocks padded to the largest count, then
   // the padding is squeezed out (as TF's own collective all-gather does).
-  void Gather(OpKernelContext* ctx, const DoneCallback& done, std::shared_ptr<Communicator> comm,
-              const Tensor& local, const Tensor& table, const TensorShape& row, uint64_t stream,
-              const std::string& label, DType dt) {
+  void GatherCounted(OpKernelContext* ctx, const DoneCallback& done,
+                     std::shared_ptr<Communicator> comm, const Tensor& local, const Tensor& table,
+                     const TensorShape& row, uint64_t stream, const std::string& label, DType dt) {
     const int size = comm->size();
     auto counts = table.flat<int64_t>();
     int64_t total = 0, most = 0;
@@ -167,7 +135,7 @@ class AllGatherOp : public AsyncOpKernel {
     if (total == 0 || row_elems == 0) return done();
     const size_t es = static_cast<size_t>(tensorflow::DataTypeSize(local.dtype()));
     const size_t row_bytes = static_cast<size_t>(row_elems) * es;
-    const double timeout = CoreTimeout(a_.timeout);
+    const double timeout = a_.core_timeout();
     std::vector<std::unique_ptr<Request>> reqs;
     if (most * size == total) {  // every process the same
       reqs.push_back(comm->make_request(
@@ -209,9 +177,6 @@ class AllGatherOp : public AsyncOpKernel {
     SubmitCrossWorker(ctx, done, "cross-worker all-gather", *comm, stream, label, std::move(reqs),
                       std::move(squeeze));
   }
-
- private:
-  GatherAttrs a_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("PytfcommBroadcast").Device(tensorflow::DEVICE_CPU), BroadcastOp);

@@ -19,9 +19,25 @@
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "tf/op_attrs.h"
+
+// What every pytfcomm op is (see above) and the attrs every one has; the
+// type and code attrs come from the core's tables (tf/op_attrs.h).
+#define REGISTER_PYTFCOMM_OP(name)        \
+  REGISTER_OP(name)                       \
+      .Attr("num_devices: int >= 1")      \
+      .Attr("comm_handle: int = 0")       \
+      .Attr("timeout_seconds: float = 0") \
+      .Attr("instance_key: string = ''")  \
+      .SetIsStateful()                    \
+      .SetIsDistributedCommunication()
 
 namespace {
 
+using ::pytfcomm::Algorithm;
+using ::pytfcomm::ReduceOp;
+using ::pytfcomm::tf::CodeAttr;
+using ::pytfcomm::tf::TypeAttr;
 using ::tensorflow::shape_inference::InferenceContext;
 
 // Output k has the shape of input k.
@@ -37,22 +53,16 @@ absl::Status SameShapes(InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("PytfcommAllReduce")
+REGISTER_PYTFCOMM_OP("PytfcommAllReduce")
     .Input("inputs: T")
     .Output("outputs: T")
-    .Attr("T: list({half, bfloat16, float, double, int8, uint8, int32, int64, bool})")
-    .Attr("num_devices: int >= 1")
-    .Attr("reduce_op: {'sum', 'mean', 'min', 'max', 'prod'} = 'sum'")
+    .Attr(TypeAttr(true))
+    .Attr(CodeAttr("reduce_op", ReduceOp::kSum))
     .Attr("fusion_threshold_bytes: int >= 0 = 4194304")
-    .Attr("comm_handle: int = 0")
-    .Attr("algorithm: {'auto', 'ring', 'hierarchical', 'recursive_doubling'} = 'auto'")
-    .Attr("timeout_seconds: float = 0")
+    .Attr(CodeAttr("algorithm", Algorithm::kAuto))
     .Attr("group_size: int >= 1 = 1")
     .Attr("group_rank: int >= 0 = 0")
     .Attr("group_key: int = 0")
-    .Attr("instance_key: string = ''")
-    .SetIsStateful()
-    .SetIsDistributedCommunication()
     .SetShapeFn(SameShapes)
     .Doc(R"doc(
 All-reduce of the same M tensors on N local replicas (and, with comm_handle,
@@ -63,17 +73,11 @@ On GPUs every replica runs its own op (num_devices = 1): group_size ops with
 one group_key, op group_rank on GPU group_rank, reduce together over NCCL.
 )doc");
 
-REGISTER_OP("PytfcommBroadcast")
+REGISTER_PYTFCOMM_OP("PytfcommBroadcast")
     .Input("input: T")
     .Output("outputs: num_devices * T")
-    .Attr("T: {half, bfloat16, float, double, int8, uint8, int32, int64, bool}")
-    .Attr("num_devices: int >= 1")
+    .Attr(TypeAttr(false))
     .Attr("root_rank: int >= 0 = 0")
-    .Attr("comm_handle: int = 0")
-    .Attr("timeout_seconds: float = 0")
-    .Attr("instance_key: string = ''")
-    .SetIsStateful()
-    .SetIsDistributedCommunication()
     .SetShapeFn([](InferenceContext* c) {
       for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->input(0));
       return absl::OkStatus();
@@ -83,16 +87,10 @@ The input (from process root_rank when comm_handle is set) on every one of
 num_devices outputs; on CPU all outputs share one buffer.
 )doc");
 
-REGISTER_OP("PytfcommAllGather")
+REGISTER_PYTFCOMM_OP("PytfcommAllGather")
     .Input("inputs: num_devices * T")
     .Output("outputs: num_devices * T")
-    .Attr("T: {half, bfloat16, float, double, int8, uint8, int32, int64, bool}")
-    .Attr("num_devices: int >= 1")
-    .Attr("comm_handle: int = 0")
-    .Attr("timeout_seconds: float = 0")
-    .Attr("instance_key: string = ''")
-    .SetIsStateful()
-    .SetIsDistributedCommunication()
+    .Attr(TypeAttr(false))
     .SetShapeFn([](InferenceContext* c) {
       // Dimension 0 is the sum over replicas (and processes); the rest must agree.
       ::tensorflow::shape_inference::ShapeHandle rest;

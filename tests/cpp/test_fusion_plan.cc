@@ -64,6 +64,26 @@ TEST(FusionPlan, DigestSeesOrderCountsDtypesAndSalt) {
   EXPECT_NE(base, fusion_digest(items({{4, f}, {8, f}}), 8));
 }
 
+TEST(FusionPlan, AlignmentPadsPackedRequestsAndCountsThePadding) {
+  // The TF kernel's plan (64-byte aligned tensors, direct from 256 bytes):
+  // 12 + 140 bytes fill 256 padded bytes, so the 4-byte tensor opens a new
+  // buffer; 8448 and 400 bytes go alone; the empty tensor needs none.
+  const DType f = DType::kFloat32;
+  FusionPlan p = plan_fusion(items({{3, f}, {35, f}, {1, f}, {2112, f}, {8, f}, {0, f}, {100, f}}),
+                             256, 256, 64);
+  ASSERT_EQ(p.buckets.size(), 4u);
+  EXPECT_EQ(p.buckets[0].items, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(p.buckets[0].offsets, (std::vector<size_t>{0, 16}));  // elements
+  EXPECT_EQ(p.buckets[0].bytes(), 256u);
+  EXPECT_EQ(p.buckets[1].items, (std::vector<size_t>{2, 4}));
+  EXPECT_EQ(p.buckets[1].offsets, (std::vector<size_t>{0, 16}));
+  EXPECT_EQ(p.buckets[1].bytes(), 128u);
+  EXPECT_TRUE(p.buckets[2].direct);
+  EXPECT_TRUE(p.buckets[3].direct);
+  EXPECT_EQ(p.buckets[3].items, (std::vector<size_t>{6}));
+  EXPECT_THROW(plan_fusion(items({{1, f}}), 64, 0, 12), std::exception);
+}
+
 TEST(FusionPlan, RejectsZeroThreshold) {
   EXPECT_THROW(plan_fusion(items({{1, DType::kFloat32}}), 0, 0), std::exception);
 }

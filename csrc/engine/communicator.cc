@@ -140,11 +140,11 @@ Communicator::Communicator(const CommOptions& o)
   // Shared memory for the ranks of this host (auto/shm), TCP for the rest.
   // Each segment's one-shot area carries this rank's negotiation records.
   shm::Mode mode = shm::parse_mode(o.transport.empty() ? p.transport : o.transport);
-  shm::LocalLinks links =
-      shm::connect_local_peers(rank_, boot, mode, static_cast<size_t>(p.shm_ring_bytes),
-                               static_cast<size_t>(p.shm_by_ref_bytes),
-                               static_cast<size_t>(p.oneshot_bytes) + kRecordTableBytes,
-                               deadline_after(b.connect_timeout_s));
+  shm::LocalLinks links = shm::connect_local_peers(
+      rank_, boot.peers, boot.fds, mode, static_cast<size_t>(p.shm_ring_bytes),
+      static_cast<size_t>(p.shm_by_ref_bytes),
+      static_cast<size_t>(p.oneshot_bytes) + kRecordTableBytes,
+      deadline_after(b.connect_timeout_s));
   // Waking a sleeping rank (futex, then an IPI to an idle vCPU) costs tens of
   // microseconds, far more than a shared-memory hop: poll longer before that.
   if (p.spin_us < 0 && links.own) spin = std::max(spin, kShmSpinUs);

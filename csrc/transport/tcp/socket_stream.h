@@ -1,14 +1,14 @@
 // ByteStream over a connected non-blocking TCP socket.
 #pragma once
 
+#include "transport/net/socket.h"
 #include "transport/stream.h"
-#include "transport/tcp/socket.h"
 
 namespace pytfcomm::tcp {
 
 class SocketStream : public transport::ByteStream {
  public:
-  explicit SocketStream(Fd fd) : fd_(std::move(fd)) {}
+  explicit SocketStream(net::Fd fd) : fd_(std::move(fd)) {}
 
   ssize_t writev_some(const iovec* iov, int n) override;
   ssize_t read_some(void* data, size_t n) override;
@@ -20,7 +20,7 @@ class SocketStream : public transport::ByteStream {
   size_t unsent() const noexcept override;
 
  private:
-  Fd fd_;
+  net::Fd fd_;
 };
 
 }  // namespace pytfcomm::tcp

@@ -10,15 +10,15 @@
 
 #include <vector>
 
+#include "transport/net/socket.h"
 #include "transport/stream.h"
-#include "transport/tcp/socket.h"
 
 namespace pytfcomm::tcp {
 
 class StripedStream : public transport::ByteStream {
  public:
   // fds[0] is the connection bootstrap made (liveness); at least one.
-  StripedStream(std::vector<Fd> fds, size_t stripe_bytes);
+  StripedStream(std::vector<net::Fd> fds, size_t stripe_bytes);
 
   ssize_t writev_some(const iovec* iov, int n) override;
   ssize_t read_some(void* data, size_t n) override;
@@ -41,7 +41,7 @@ class StripedStream : public transport::ByteStream {
   };
   void advance(Cursor& c, size_t moved) const;
 
-  std::vector<Fd> fds_;
+  std::vector<net::Fd> fds_;
   size_t stripe_;
   Cursor out_, in_;
 };

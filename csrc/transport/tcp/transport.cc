@@ -80,13 +80,13 @@ PairTransport::PairTransport(int rank, BootstrapResult boot, shm::LocalLinks shm
       ++shm_peers_;
       ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;  // liveness only
     } else {
-      std::vector<Fd> fds;
+      std::vector<net::Fd> fds;
       fds.push_back(std::move(boot.fds[r]));
-      for (Fd& extra : boot.extra_fds[static_cast<size_t>(r)]) fds.push_back(std::move(extra));
-      for (Fd& fd : fds) {
+      for (net::Fd& extra : boot.extra_fds[static_cast<size_t>(r)]) fds.push_back(std::move(extra));
+      for (net::Fd& fd : fds) {
         PTC_ENFORCE(fd.valid(), "no connection to rank ", r, " after bootstrap");
-        set_nonblocking(fd.get());
-        tune_data_socket(fd.get(), sockbuf);
+        net::set_nonblocking(fd.get());
+        net::tune_data_socket(fd.get(), sockbuf);
       }
       const size_t conns = fds.size();
       if (conns == 1) {
@@ -142,7 +142,7 @@ PairTransport::~PairTransport() {
 
 std::string PairTransport::describe_peer(int peer) const {
   if (peer < 0 || peer >= static_cast<int>(peers_.size())) return str_cat("rank ", peer);
-  const PeerInfo& p = peers_[peer];
+  const net::PeerInfo& p = peers_[peer];
   bool shm = peer < static_cast<int>(pairs_.size()) && pairs_[peer] && pairs_[peer]->polled();
   // The last rank listens nowhere (port 0): its host alone names it.
   std::string port = p.port ? str_cat(":", p.port) : "";

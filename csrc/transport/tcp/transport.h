@@ -81,7 +81,7 @@ class PairTransport : public transport::Transport {
   void configure_rounds(size_t area_bytes, size_t min_area, size_t frame_bytes);
   bool rounds_in_shared_memory() const { return area_bytes_ > 0; }
 
-  const std::vector<PeerInfo>& peers() const { return peers_; }
+  const std::vector<net::PeerInfo>& peers() const { return peers_; }
   // Number of peers reached through shared memory.
   int shm_peers() const { return shm_peers_; }
 
@@ -116,7 +116,7 @@ class PairTransport : public transport::Transport {
 
   int rank_;
   std::vector<std::unique_ptr<Pair>> pairs_;  // null for self
-  std::vector<PeerInfo> peers_;
+  std::vector<net::PeerInfo> peers_;
   std::vector<int> active_;  // peers with posted operations
   std::shared_ptr<shm::Mapping> own_segment_;
   shm::Doorbell bell_;  // this rank's, valid when shm_peers_ > 0

@@ -15,16 +15,16 @@
 #include <thread>
 #include <vector>
 
+#include "transport/host/pair.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/stream.h"
-#include "transport/tcp/pair.h"
 #include "transport/tcp/socket_stream.h"
 #include "transport/wire.h"
 
 namespace pytfcomm {
 namespace {
 
-using tcp::Pair;
+using host::Pair;
 
 constexpr char kReason[] = "lost rank 7 (10.1.2.3:4567) during allreduce #3: it crashed";
 

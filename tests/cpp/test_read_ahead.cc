@@ -10,7 +10,7 @@
 #include <numeric>
 #include <vector>
 
-#include "transport/tcp/pair.h"
+#include "transport/host/pair.h"
 #include "transport/tcp/read_ahead_stream.h"
 #include "transport/tcp/socket_stream.h"
 #include "transport/wire.h"
@@ -111,12 +111,12 @@ struct Recorder : transport::StatusObserver {
 TEST(ReadAheadPair, StatusFrameReadAheadReachesTheObserver) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-  tcp::Pair asker(1,
-                  std::make_unique<tcp::ReadAheadStream>(
-                      std::make_unique<tcp::SocketStream>(net::Fd(sv[0])), 1 << 20),
-                  "rank 1 (test)", 1 << 30);
-  tcp::Pair answerer(0, std::make_unique<tcp::SocketStream>(net::Fd(sv[1])), "rank 0 (test)",
-                     1 << 30);
+  host::Pair asker(1,
+                   std::make_unique<tcp::ReadAheadStream>(
+                       std::make_unique<tcp::SocketStream>(net::Fd(sv[0])), 1 << 20),
+                   "rank 1 (test)", 1 << 30);
+  host::Pair answerer(0, std::make_unique<tcp::SocketStream>(net::Fd(sv[1])), "rank 0 (test)",
+                      1 << 30);
   Recorder seen;
   asker.set_status_observer(&seen);
   transport::MessageMeta m;

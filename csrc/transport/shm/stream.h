@@ -39,7 +39,10 @@ struct ByReference {
   size_t send_from = 0;  // send payloads this large by reference; 0: never
 };
 
-class ShmStream : public transport::ByteStream {
+class ShmStream : public transport::ByteStream,
+                  public transport::PolledStream,
+                  public transport::ReleasingStream,
+                  public transport::NoteStream {
  public:
   // in: the ring the peer writes to us (our segment); out: the ring we write
   // to the peer (its segment); peer_bell: the peer's doorbell.
@@ -51,7 +54,13 @@ class ShmStream : public transport::ByteStream {
   ssize_t peek(void* data, size_t n) override;
   void close() noexcept override;
   int liveness_fd() const override { return sock_.get(); }
-  bool needs_polling() const override { return true; }
+  transport::StreamFeatures features() override {
+    transport::StreamFeatures f;
+    f.polled = this;
+    f.releasing = this;
+    f.notes = this;
+    return f;
+  }
   void on_liveness_event() noexcept override;
   uint64_t release_ticket() const override { return ref_posted_; }
   uint64_t released() override;

@@ -6,7 +6,7 @@
 
 namespace pytfcomm::tcp {
 
-class SocketStream : public transport::ByteStream {
+class SocketStream : public transport::ByteStream, public transport::HalfCloseStream {
  public:
   explicit SocketStream(net::Fd fd) : fd_(std::move(fd)) {}
 
@@ -15,7 +15,11 @@ class SocketStream : public transport::ByteStream {
   ssize_t peek(void* data, size_t n) override;
   void close() noexcept override;
   int liveness_fd() const override { return fd_.get(); }
-  bool needs_polling() const override { return false; }
+  transport::StreamFeatures features() override {
+    transport::StreamFeatures f;
+    f.half_close = this;
+    return f;
+  }
   void shutdown_write() noexcept override;
   size_t unsent() const noexcept override;
 

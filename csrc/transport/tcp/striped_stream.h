@@ -15,7 +15,7 @@
 
 namespace pytfcomm::tcp {
 
-class StripedStream : public transport::ByteStream {
+class StripedStream : public transport::ByteStream, public transport::HalfCloseStream {
  public:
   // fds[0] is the connection bootstrap made (liveness); at least one.
   StripedStream(std::vector<net::Fd> fds, size_t stripe_bytes);
@@ -28,7 +28,11 @@ class StripedStream : public transport::ByteStream {
   size_t unsent() const noexcept override;
   int liveness_fd() const override { return fds_.front().get(); }
   std::vector<int> event_fds() const override;
-  bool needs_polling() const override { return false; }
+  transport::StreamFeatures features() override {
+    transport::StreamFeatures f;
+    f.half_close = this;
+    return f;
+  }
 
   size_t streams() const { return fds_.size(); }
 

@@ -51,7 +51,7 @@ __all__ = [
 SOURCES: tuple[str, ...] = ("explicit", "PYTFCOMM", "TF_CONFIG", "slurm", "mpi", "single")
 
 #: The most ranks a job may have: the TCP transport keeps a rank in 15 bits of its
-#: request handles (csrc/transport/tcp/transport.cc), so sizes are 1..MAX_SIZE.
+#: request handles (csrc/transport/host/transport.cc), so sizes are 1..MAX_SIZE.
 MAX_SIZE = 2**15 - 1
 
 #: Digits read from an integer variable at most: any longer value is out of every

@@ -80,14 +80,14 @@ Communicator::Communicator(const CommOptions& o)
   for (int r = 0; r < size_; ++r) world_.ranks.push_back(r);
   world_.me = rank_;
   transport::ConnectOptions c;
-  c.rank = o.rank;
-  c.size = o.size;
-  c.root_host = o.root_host;
-  c.root_port = static_cast<uint16_t>(o.root_port);
-  c.bind_host = o.bind_host;
-  c.host_id = o.host_id;
-  c.connect_timeout_s = o.connect_timeout_s > 0 ? o.connect_timeout_s : p.connect_timeout_s;
-  c.secret = o.secret;
+  c.job.rank = o.rank;
+  c.job.size = o.size;
+  c.job.root_host = o.root_host;
+  c.job.root_port = static_cast<uint16_t>(o.root_port);
+  c.job.bind_host = o.bind_host;
+  c.job.host_id = o.host_id;
+  c.job.connect_timeout_s = o.connect_timeout_s > 0 ? o.connect_timeout_s : p.connect_timeout_s;
+  c.job.secret = o.secret;
   c.mode = o.transport.empty() ? p.transport : o.transport;
   // Records carry inputs of up to PYTFCOMM_ONESHOT_BYTES; as frames to every
   // peer, less in big jobs (each rank sends its record size - 1 times).

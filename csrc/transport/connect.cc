@@ -58,7 +58,7 @@ double agree_on_setup(host::HostTransport& t, const ConnectOptions& o, const Agr
                   static_cast<int64_t>(ro.frame_inputs),
                   static_cast<int64_t>(params().peer_timeout_s * 1000.0)};
   t.set_context("setup (agreeing on negotiation and liveness)");
-  t.set_deadline(deadline_after(o.connect_timeout_s));
+  t.set_deadline(deadline_after(o.job.connect_timeout_s));
   agree(t, v, 3);
   t.configure_rounds(static_cast<size_t>(v[0]), ro.min_area_bytes,
                      ro.table_bytes + static_cast<size_t>(v[1]));
@@ -73,16 +73,8 @@ double agree_on_setup(host::HostTransport& t, const ConnectOptions& o, const Agr
 
 Connection connect(const ConnectOptions& o, const AgreeMin& agree) {
   const Params& p = params();
-  tcp::BootstrapOptions b;
-  b.rank = o.rank;
-  b.size = o.size;
-  b.root_host = o.root_host;
-  b.root_port = o.root_port;
-  b.bind_host = o.bind_host;
-  b.host_id = o.host_id;
-  b.connect_timeout_s = o.connect_timeout_s;
-  b.secret = o.secret;
-  tcp::BootstrapResult boot = tcp::bootstrap(b);
+  const JobOptions& job = o.job;
+  tcp::BootstrapResult boot = tcp::bootstrap(job);
   Connection c;
   c.root_port = boot.root_port;
   std::vector<std::string> hosts, host_ids;
@@ -90,36 +82,36 @@ Connection connect(const ConnectOptions& o, const AgreeMin& agree) {
     hosts.push_back(peer.host);
     host_ids.push_back(peer.host_id);
   }
-  c.topology = make_topology(o.rank, hosts, host_ids);
+  c.topology = make_topology(job.rank, hosts, host_ids);
 
   // Shared memory for the ranks of this host (auto/shm), TCP for the rest.
   // Each segment's one-shot area carries this rank's negotiation records.
   const shm::Mode mode = shm::parse_mode(o.mode);
   c.mode = shm::mode_name(mode);
   shm::LocalLinks local = shm::connect_local_peers(
-      o.rank, boot.peers, boot.fds, mode, static_cast<size_t>(p.shm_ring_bytes),
+      job.rank, boot.peers, boot.fds, mode, static_cast<size_t>(p.shm_ring_bytes),
       static_cast<size_t>(p.shm_by_ref_bytes), o.rounds.area_inputs + o.rounds.table_bytes,
-      deadline_after(o.connect_timeout_s));
+      deadline_after(job.connect_timeout_s));
   const host::WaitPolicy wait = host::choose_wait_policy(
       static_cast<int>(c.topology.local_ranks.size()), c.topology.num_hosts, local.own != nullptr);
   c.spin_us = wait.spin_us;
   // Pairs of ranks on different hosts may use several TCP connections.
-  std::vector<bool> remote(static_cast<size_t>(o.size));
+  std::vector<bool> remote(static_cast<size_t>(job.size));
   for (size_t r = 0; r < remote.size(); ++r) {
-    remote[r] = host_ids[r] != host_ids[static_cast<size_t>(o.rank)];
+    remote[r] = host_ids[r] != host_ids[static_cast<size_t>(job.rank)];
   }
-  tcp::connect_extra_streams(o.rank, boot, remote, tcp_streams(o.size), o.secret,
-                             deadline_after(o.connect_timeout_s));
+  tcp::connect_extra_streams(job.rank, boot, remote, tcp_streams(job.size), job.secret,
+                             deadline_after(job.connect_timeout_s));
 
-  std::vector<host::PeerLink> links = peer_links(o.rank, boot, local);
-  auto t = std::make_unique<host::HostTransport>(o.rank, std::move(boot.peers), std::move(links),
+  std::vector<host::PeerLink> links = peer_links(job.rank, boot, local);
+  auto t = std::make_unique<host::HostTransport>(job.rank, std::move(boot.peers), std::move(links),
                                                  local.own,
-                                                 shm::OneShotAreas(o.rank, local.segments), wait);
+                                                 shm::OneShotAreas(job.rank, local.segments), wait);
   c.shm_peers = t->shm_peers();
   // A peer that finished setup may send its first record before this rank
   // has: take records of up to what this rank offers.
   t->prepare_inbox(o.rounds.table_bytes + o.rounds.frame_inputs);
-  if (o.size > 1) c.beat_s = agree_on_setup(*t, o, agree);
+  if (job.size > 1) c.beat_s = agree_on_setup(*t, o, agree);
   c.transport = std::move(t);
   return c;
 }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "transport/job.h"
 #include "transport/topology.h"
 #include "transport/transport.h"
 
@@ -28,15 +29,8 @@ struct RoundOptions {
 };
 
 struct ConnectOptions {
-  int rank = 0;
-  int size = 1;
-  std::string root_host;  // rank 0's rendezvous address
-  uint16_t root_port = 0;
-  std::string bind_host;  // this rank's listener; "" = the address that routes to rank 0
-  std::string host_id;    // ranks with equal host_id share a machine
-  double connect_timeout_s = 120;
-  std::string secret;  // "" = no authentication (docs/security.md)
-  std::string mode;    // "auto" | "tcp" | "shm" (throws kConfig otherwise)
+  JobOptions job;
+  std::string mode;  // "auto" | "tcp" | "shm" (throws kConfig otherwise)
   RoundOptions rounds;
 };
 
@@ -55,7 +49,7 @@ struct Connection {
   double beat_s = 0;       // heartbeat interval agreed (0: liveness off)
 };
 
-// Connects rank `o.rank` to every other rank and agrees with them (through
+// Connects rank `o.job.rank` to every other rank and agrees with them (through
 // `agree`, when there are several) on what all must do alike. The transport
 // comes back with no deadline and no round armed. Throws what bootstrap
 // throws (kConfig, kAuth, kPeerLost, kTimeout).

@@ -88,44 +88,41 @@ void MemoryTransport::check_open() const {
 
 transport::Handle MemoryTransport::post_send(int peer, const void* data, size_t nbytes,
                                              const transport::MessageMeta& meta) {
-  MemoryWorld& w = *world_;
-  std::lock_guard<std::mutex> lock(w.mu_);
-  check_open();
-  PTC_ENFORCE(peer >= 0 && peer < w.size_ && peer != rank_, "bad peer ", peer);
-  auto& ops = w.ranks_[static_cast<size_t>(rank_)].ops;
-  MemoryWorld::Op& op = ops.emplace_back();
-  op.peer = peer;
-  op.nbytes = nbytes;
-  op.header.magic = wire::kDataMagic;
-  op.header.nbytes = nbytes;
-  op.header.meta = meta;
-  op.data = static_cast<char*>(const_cast<void*>(data));
-  if (nbytes <= w.options_.buffered_bytes) {
-    op.copy.assign(op.data, op.data + nbytes);
-    op.data = op.copy.data();
-    op.done = true;
-  }
-  w.channel(rank_, peer).sends.push_back(&op);
-  w.match(rank_, peer);
-  w.changed();
-  return ops.size() - 1;
+  return post(false, peer, static_cast<char*>(const_cast<void*>(data)), nbytes, meta);
 }
 
 transport::Handle MemoryTransport::post_recv(int peer, void* data, size_t nbytes,
                                              const transport::MessageMeta& meta) {
+  return post(true, peer, static_cast<char*>(data), nbytes, meta);
+}
+
+transport::Handle MemoryTransport::post(bool recv, int peer, char* data, size_t nbytes,
+                                        const transport::MessageMeta& meta) {
   MemoryWorld& w = *world_;
   std::lock_guard<std::mutex> lock(w.mu_);
   check_open();
   PTC_ENFORCE(peer >= 0 && peer < w.size_ && peer != rank_, "bad peer ", peer);
   auto& ops = w.ranks_[static_cast<size_t>(rank_)].ops;
   MemoryWorld::Op& op = ops.emplace_back();
-  op.recv = true;
+  op.recv = recv;
   op.peer = peer;
-  op.data = static_cast<char*>(data);
+  op.data = data;
   op.nbytes = nbytes;
+  op.header.magic = wire::kDataMagic;
+  op.header.nbytes = nbytes;
   op.header.meta = meta;
-  w.channel(peer, rank_).recvs.push_back(&op);
-  w.match(peer, rank_);
+  const int from = recv ? peer : rank_, to = recv ? rank_ : peer;
+  if (recv) {
+    w.channel(from, to).recvs.push_back(&op);
+  } else {
+    if (nbytes <= w.options_.buffered_bytes) {
+      op.copy.assign(data, data + nbytes);
+      op.data = op.copy.data();
+      op.done = true;
+    }
+    w.channel(from, to).sends.push_back(&op);
+  }
+  w.match(from, to);
   w.changed();
   return ops.size() - 1;
 }

@@ -68,6 +68,8 @@ class MemoryTransport : public transport::Transport {
   void keep_alive() override;
 
  private:
+  transport::Handle post(bool recv, int peer, char* data, size_t nbytes,
+                         const transport::MessageMeta& meta);
   // Blocks until done() holds or wake_by passes; throws what a wait throws.
   void wait_until(const std::function<bool()>& done, TimePoint wake_by);
   // With the world's lock: throws this rank's failure, a peer's last words,

@@ -24,7 +24,6 @@ class Pair {
   Pair(int peer, std::unique_ptr<transport::ByteStream> stream, std::string name,
        uint64_t max_message);
 
-  int peer() const { return peer_; }
   // The socket epoll watches for this pair (data, or liveness only).
   int fd() const { return stream_->liveness_fd(); }
   // Shared memory: progress must be polled, readiness comes by the doorbell.
@@ -32,7 +31,6 @@ class Pair {
   void on_liveness_event() noexcept {
     if (features_.polled) features_.polled->on_liveness_event();
   }
-  const std::string& name() const { return name_; }
 
   // Sequence numbers of the operations, in posting order per direction.
   uint64_t post_send(const void* data, size_t nbytes, const transport::MessageMeta& meta);

@@ -44,7 +44,7 @@ void send_reply_error(int fd, const std::string& msg, TimePoint deadline) {
 }
 
 // Rank 0: collect every rank's hello, then hand everyone the address table.
-BootstrapResult run_root(const BootstrapOptions& o, TimePoint deadline) {
+BootstrapResult run_root(const transport::JobOptions& o, TimePoint deadline) {
   BootstrapResult res;
   res.fds.resize(o.size);
   res.peers.resize(o.size);
@@ -104,7 +104,7 @@ BootstrapResult run_root(const BootstrapOptions& o, TimePoint deadline) {
   return res;
 }
 
-BootstrapResult run_member(const BootstrapOptions& o, TimePoint deadline) {
+BootstrapResult run_member(const transport::JobOptions& o, TimePoint deadline) {
   BootstrapResult res;
   res.fds.resize(o.size);
   net::SockAddr root = net::resolve(o.root_host, o.root_port);
@@ -174,7 +174,7 @@ BootstrapResult run_member(const BootstrapOptions& o, TimePoint deadline) {
 
 }  // namespace
 
-BootstrapResult bootstrap(const BootstrapOptions& o) {
+BootstrapResult bootstrap(const transport::JobOptions& o) {
   PTC_CHECK_ARG(o.size >= 1, "size must be >= 1, got ", o.size);
   PTC_CHECK_ARG(o.rank >= 0 && o.rank < o.size, "rank must be in [0, ", o.size, "), got ", o.rank);
   TimePoint deadline = deadline_after(o.connect_timeout_s);

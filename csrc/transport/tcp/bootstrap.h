@@ -8,21 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "transport/job.h"
 #include "transport/net/peer.h"
 #include "transport/net/socket.h"
 
 namespace pytfcomm::tcp {
-
-struct BootstrapOptions {
-  int rank = 0;
-  int size = 1;
-  std::string root_host;  // rank 0's rendezvous address
-  uint16_t root_port = 0;
-  std::string bind_host;  // this rank's listener; "" = the address that routes to rank 0
-  std::string host_id;    // ranks with equal host_id share a machine
-  double connect_timeout_s = 120;
-  std::string secret;  // PYTFCOMM_SECRET; "" = no authentication (docs/security.md)
-};
 
 struct BootstrapResult {
   std::vector<net::Fd> fds;          // fds[r]: connection to rank r (invalid for self)
@@ -33,6 +23,6 @@ struct BootstrapResult {
   std::vector<std::vector<net::Fd>> extra_fds;
 };
 
-BootstrapResult bootstrap(const BootstrapOptions& opts);
+BootstrapResult bootstrap(const transport::JobOptions& opts);
 
 }  // namespace pytfcomm::tcp

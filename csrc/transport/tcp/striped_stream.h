@@ -34,8 +34,6 @@ class StripedStream : public transport::ByteStream, public transport::HalfCloseS
     return f;
   }
 
-  size_t streams() const { return fds_.size(); }
-
  private:
   // Where the next byte of one direction goes: connection and room left in
   // its stripe.

@@ -128,6 +128,17 @@ transport::Handle MemoryTransport::post(bool recv, int peer, char* data, size_t 
 }
 
 void MemoryTransport::check_locked(std::unique_lock<std::mutex>& lock) {
+  try {
+    throw_failure_locked(lock);
+  } catch (...) {
+    // The caller unwinds and frees the buffers of what it posted: no peer
+    // may copy into or out of them any more.
+    world_->take_back(rank_);
+    throw;
+  }
+}
+
+void MemoryTransport::throw_failure_locked(std::unique_lock<std::mutex>& lock) {
   MemoryWorld& w = *world_;
   MemoryWorld::Rank& me = w.ranks_[static_cast<size_t>(rank_)];
   deliver_statuses(lock);

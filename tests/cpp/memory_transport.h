@@ -73,8 +73,10 @@ class MemoryTransport : public transport::Transport {
   // Blocks until done() holds or wake_by passes; throws what a wait throws.
   void wait_until(const std::function<bool()>& done, TimePoint wake_by);
   // With the world's lock: throws this rank's failure, a peer's last words,
-  // or the deadline's timeout; delivers status frames.
+  // or the deadline's timeout (taking back this rank's buffers first);
+  // delivers status frames.
   void check_locked(std::unique_lock<std::mutex>& lock);
+  void throw_failure_locked(std::unique_lock<std::mutex>& lock);
   void check_open() const;
   // With the lock: hands the status frames that came to the observer.
   void deliver_statuses(std::unique_lock<std::mutex>& lock);

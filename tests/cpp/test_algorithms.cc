@@ -188,16 +188,17 @@ TEST(Algorithms, BroadcastAllgatherReduceScatterBarrier) {
                                 world, buf.data(), count, DType::kFloat32, root);
           for (float v : buf) ASSERT_EQ(v, static_cast<float>(root));
         }
-        std::vector<int32_t> mine(count, r), all(count * n, -1);
+        // Never null, even for 0 elements: callers pass real arrays.
+        std::vector<int32_t> mine(count + 1, r), all(count * n + 1, -1);
         algorithms::allgather(ctx(CollectiveKind::kAllgather, DType::kInt32, count), world,
                               mine.data(), all.data(), count, DType::kInt32);
         for (int k = 0; k < n; ++k) {
           for (size_t i = 0; i < count; i += 97) ASSERT_EQ(all[k * count + i], k);
         }
-        std::vector<int32_t> full(count * n), part(count);
+        std::vector<int32_t> full(count * n + 1), part(count + 1);
         std::iota(full.begin(), full.end(), 0);
-        algorithms::reduce_scatter(ctx(CollectiveKind::kReduceScatter, DType::kInt32, full.size()),
-                                   world, full.data(), part.data(), full.size(), DType::kInt32,
+        algorithms::reduce_scatter(ctx(CollectiveKind::kReduceScatter, DType::kInt32, count * n),
+                                   world, full.data(), part.data(), count * n, DType::kInt32,
                                    ReduceOp::kSum, n);
         for (size_t i = 0; i < count; ++i) {
           ASSERT_EQ(part[i], n * static_cast<int32_t>(r * count + i));

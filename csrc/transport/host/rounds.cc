@@ -91,10 +91,14 @@ void HostTransport::round_publish(size_t bytes) {
   progress_all();
 }
 
+bool HostTransport::has_record(int r) const {
+  return area_bytes_ ? areas_.published(r, round_) : pairs_[r]->record_ready(round_);
+}
+
 bool HostTransport::round_started() {
   for (int r = 0; r < size(); ++r) {
     if (r == rank_) continue;
-    if (area_bytes_ ? areas_.published(r, round_) : pairs_[r]->record_ready(round_)) return true;
+    if (has_record(r)) return true;
   }
   return false;
 }
@@ -103,9 +107,7 @@ bool HostTransport::round_complete() {
   if (!published_) return false;
   for (int r = 0; r < size(); ++r) {
     if (r == rank_) continue;
-    if (!(area_bytes_ ? areas_.published(r, round_) : pairs_[r]->record_ready(round_))) {
-      return false;
-    }
+    if (!has_record(r)) return false;
   }
   return true;
 }

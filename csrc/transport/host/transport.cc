@@ -172,9 +172,7 @@ std::vector<int> HostTransport::pending_peers() const {
   // Waiting in a round over the areas: the peers that have not published it.
   if (area_bytes_ > 0 && published_) {
     for (int r = 0; r < size(); ++r) {
-      if (r != rank_ && !areas_.published(r, round_)) {
-        out.push_back(r);
-      }
+      if (r != rank_ && !areas_.published(r, round_)) out.push_back(r);
     }
   }
   return out;

@@ -105,6 +105,8 @@ class HostTransport : public transport::Transport {
   void check_silence(TimePoint now);
   // While negotiating: kPeerLost for a gone peer this rank still needs.
   void check_round_peers();
+  // Whether rank r's record of the armed round is here (r != rank_).
+  bool has_record(int r) const;
   void add_active(int peer);
 
   // epoll data of the wake eventfd (peers use their rank).

@@ -150,9 +150,6 @@ void HostTransport::check_round_peers() {
   // the peers whose record has not come; between rounds, every peer (this
   // rank waits for them to ask for its collectives).
   if (!negotiating_) return;
-  auto has_record = [this](int r) {
-    return area_bytes_ > 0 ? areas_.published(r, round_) : pairs_[r]->record_ready(round_);
-  };
   for (int r = 0; r < size(); ++r) {
     if (r == rank_ || !pairs_[r] || !pairs_[r]->idle_for_records()) continue;
     pairs_[r]->check_idle(context_);  // its record (or ABORT) may be here by now

@@ -39,10 +39,6 @@ void OneShotAreas::publish(uint64_t round, size_t bytes) const {
   }
 }
 
-bool OneShotAreas::published(int rank, uint64_t round) const {
-  return areas_[static_cast<size_t>(rank)].ctl->published.load(std::memory_order_acquire) >= round;
-}
-
 const char* OneShotAreas::record(int rank, uint64_t round, size_t* bytes) const {
   const Area& a = areas_[static_cast<size_t>(rank)];
   *bytes = std::min<uint64_t>(a.ctl->slot[round & 1].nbytes, a.bytes);

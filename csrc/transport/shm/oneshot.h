@@ -29,7 +29,11 @@ class OneShotAreas {
   // Where this rank builds its record of `round`.
   char* outbox(uint64_t round) const;
   void publish(uint64_t round, size_t bytes) const;
-  bool published(int rank, uint64_t round) const;
+  // Polled while a round is awaited: inline.
+  bool published(int rank, uint64_t round) const {
+    return areas_[static_cast<size_t>(rank)].ctl->published.load(std::memory_order_acquire) >=
+           round;
+  }
   // Rank `rank`'s record of `round` once published; its length as the peer
   // wrote it, never trusted beyond the buffer.
   const char* record(int rank, uint64_t round, size_t* bytes) const;

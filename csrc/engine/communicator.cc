@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
-#include <map>
 #include <thread>
 
 #include "algorithms/algorithms.h"
@@ -15,26 +14,13 @@
 #include "engine/fusion.h"
 #include "engine/thread_stream.h"
 #include "observe/timeline.h"
-#include "transport/shm/connect.h"
-#include "transport/tcp/bootstrap.h"
-#include "transport/tcp/extra_streams.h"
-#include "transport/tcp/transport.h"
+#include "transport/connect.h"
 
 namespace pytfcomm {
 
 using algorithms::CollectiveKind;
 
 namespace {
-
-// Default polling windows before a wait blocks (PYTFCOMM_SPIN_US overrides):
-// long enough to cover a loopback round trip, short enough that an idle rank
-// stops using its core at once.
-constexpr int64_t kBusySpinUs = 50;
-constexpr int64_t kShmSpinUs = 1000;
-int64_t kYieldSpinUs = [] {
-  const char* v = std::getenv("PYTFCOMM_YIELD_SPIN_US");
-  return v ? std::atoll(v) : 200;
-}();
 
 // Room for a record's table (header, entries, withdrawals) on top of the
 // inputs it may carry (engine/round_record.h).
@@ -75,131 +61,66 @@ Communicator::Communicator(const CommOptions& o)
   fork_generation_ = g_fork_generation.load();
   timeout_s_ = o.timeout_s > 0 ? o.timeout_s : p.timeout_s;
   set_log_rank(o.rank);
-  tcp::BootstrapOptions b;
-  b.rank = o.rank;
-  b.size = o.size;
-  b.root_host = o.root_host;
-  b.root_port = static_cast<uint16_t>(o.root_port);
-  b.bind_host = o.bind_host;
-  b.host_id = o.host_id;
-  b.connect_timeout_s = o.connect_timeout_s > 0 ? o.connect_timeout_s : p.connect_timeout_s;
-  b.secret = o.secret;
-  tcp::BootstrapResult boot = tcp::bootstrap(b);
-  root_port_ = boot.root_port;
-
-  // Topology from host identities: local group = same host, cross group =
-  // same local index on every host.
-  std::map<std::string, std::vector<int>> by_host;
-  std::vector<std::string> order;
-  for (const auto& peer : boot.peers) {
-    if (!by_host.count(peer.host_id)) order.push_back(peer.host_id);
-    by_host[peer.host_id].push_back(peer.rank);
-    hosts_.push_back(peer.host);
-  }
-  num_hosts_ = static_cast<int>(order.size());
   for (int r = 0; r < size_; ++r) world_.ranks.push_back(r);
   world_.me = rank_;
-  const auto& mine = by_host[boot.peers[static_cast<size_t>(rank_)].host_id];
-  local_.ranks = mine;
-  for (size_t i = 0; i < mine.size(); ++i) {
-    if (mine[i] == rank_) local_.me = static_cast<int>(i);
-  }
-  uniform_hosts_ = true;
-  for (const auto& id : order) uniform_hosts_ &= by_host[id].size() == mine.size();
-  if (uniform_hosts_) {
-    for (size_t h = 0; h < order.size(); ++h) {
-      cross_.ranks.push_back(by_host[order[h]][static_cast<size_t>(local_.me)]);
-      if (order[h] == boot.peers[static_cast<size_t>(rank_)].host_id) {
-        cross_.me = static_cast<int>(h);
-      }
-    }
-  }
-  // Poll briefly, then block. Polls yield the core in between: on a shared
-  // or oversubscribed machine the peer we wait for may need this very core,
-  // and sched_yield costs next to nothing when nobody else is runnable.
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  bool oversubscribed = static_cast<unsigned>(local_.size()) > cores;
-  int64_t spin = p.spin_us >= 0 ? p.spin_us : (oversubscribed ? kYieldSpinUs : kBusySpinUs);
-  bool yield_cpu = std::getenv("PYTFCOMM_NO_YIELD") == nullptr;
-  // Shared memory for the ranks of this host (auto/shm), TCP for the rest.
-  // Each segment's one-shot area carries this rank's negotiation records.
-  shm::Mode mode = shm::parse_mode(o.transport.empty() ? p.transport : o.transport);
-  shm::LocalLinks links =
-      shm::connect_local_peers(rank_, boot, mode, static_cast<size_t>(p.shm_ring_bytes),
-                               static_cast<size_t>(p.shm_by_ref_bytes),
-                               static_cast<size_t>(p.oneshot_bytes) + kRecordTableBytes,
-                               deadline_after(b.connect_timeout_s));
-  // Waking a sleeping rank (futex, then an IPI to an idle vCPU) costs tens of
-  // microseconds, far more than a shared-memory hop: poll longer before that.
-  if (p.spin_us < 0 && links.own) spin = std::max(spin, kShmSpinUs);
-  // Shared memory needs no kernel help to move bytes. When every rank is on
-  // this host and has a core, poll without yielding: a yield hands the core
-  // to an unrelated process for a whole time slice. When ranks outnumber
-  // cores, keep yielding so the peer we wait for can run.
-  if (links.own && num_hosts_ == 1 && !oversubscribed && std::getenv("PYTFCOMM_YIELD") == nullptr) {
-    yield_cpu = false;
-  }
-  // Pairs of ranks on different hosts may use several TCP connections.
-  std::vector<bool> remote(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r) {
-    remote[static_cast<size_t>(r)] = boot.peers[static_cast<size_t>(r)].host_id !=
-                                     boot.peers[static_cast<size_t>(rank_)].host_id;
-  }
-  // auto: 4 (measured 1.5x over one at 16-64 MiB across veth), fewer in big
-  // jobs, where every rank would hold 4 descriptors per remote rank.
-  int streams = p.tcp_streams > 0 ? static_cast<int>(p.tcp_streams)
-                : size_ <= 16     ? 4
-                : size_ <= 64     ? 2
-                                  : 1;
-  tcp::connect_extra_streams(rank_, boot, remote, streams, b.secret,
-                             deadline_after(b.connect_timeout_s));
-  auto pt = std::make_unique<tcp::PairTransport>(rank_, std::move(boot), std::move(links), spin,
-                                                 yield_cpu);
-  int shm_peers = pt->shm_peers();
+  transport::ConnectOptions c;
+  c.job.rank = o.rank;
+  c.job.size = o.size;
+  c.job.root_host = o.root_host;
+  c.job.root_port = static_cast<uint16_t>(o.root_port);
+  c.job.bind_host = o.bind_host;
+  c.job.host_id = o.host_id;
+  c.job.connect_timeout_s = o.connect_timeout_s > 0 ? o.connect_timeout_s : p.connect_timeout_s;
+  c.job.secret = o.secret;
+  c.mode = o.transport.empty() ? p.transport : o.transport;
   // Records carry inputs of up to PYTFCOMM_ONESHOT_BYTES; as frames to every
   // peer, less in big jobs (each rank sends its record size - 1 times).
   eager_bytes_ = static_cast<size_t>(p.oneshot_bytes);
   size_t frame_eager = size_ <= 8 ? eager_bytes_ : eager_bytes_ * 8 / static_cast<size_t>(size_);
   frame_eager &= ~size_t{63};  // records are whole cache lines
-  pt->prepare_inbox(kRecordTableBytes + frame_eager);
-  if (size_ > 1) {
-    // Agree, before any negotiation, on what every rank must do alike: the
-    // area size for rounds (0 where some rank lacks shared memory with some
-    // other), the largest in-round input, and the liveness timeout.
-    int64_t v[3] = {static_cast<int64_t>(pt->local_area_capacity()),
-                    static_cast<int64_t>(frame_eager),
-                    static_cast<int64_t>(p.peer_timeout_s * 1000.0)};
+  c.rounds.table_bytes = kRecordTableBytes;
+  c.rounds.area_inputs = eager_bytes_;
+  c.rounds.frame_inputs = frame_eager;
+  c.rounds.min_area_bytes = kMinAreaBytes;
+  // The setup agreement: a MIN over the ranks, with the collective's
+  // metadata outside the collectives' numbering.
+  auto agree = [&](transport::Transport& t, int64_t* v, size_t n) {
     transport::MessageMeta meta;
-    meta.seq = UINT32_MAX;  // outside the collectives' numbering
+    meta.seq = UINT32_MAX;
     meta.kind = static_cast<uint8_t>(CollectiveKind::kAllreduce);
     meta.dtype = static_cast<uint8_t>(DType::kInt64);
     meta.op = static_cast<uint8_t>(ReduceOp::kMin);
-    meta.count = 3;
-    pt->set_context("setup (agreeing on negotiation and liveness)");
-    pt->set_deadline(deadline_after(b.connect_timeout_s));
-    algorithms::Context ctx{*pt, meta, workspace_, static_cast<size_t>(p.segment_bytes), nullptr};
+    meta.count = n;
+    algorithms::Context ctx{t, meta, workspace_, static_cast<size_t>(p.segment_bytes), nullptr};
     algorithms::recursive_doubling_allreduce(ctx, world_, algorithms::Phase::kRecursiveDoubling, v,
-                                             v, 3, DType::kInt64, ReduceOp::kMin, 1);
-    const size_t area = static_cast<size_t>(v[0]);
-    pt->configure_rounds(area, kMinAreaBytes, kRecordTableBytes + static_cast<size_t>(v[1]));
-    const size_t capacity = pt->round_capacity();
+                                             v, n, DType::kInt64, ReduceOp::kMin, 1);
+  };
+  transport::Connection conn = transport::connect(c, agree);
+  root_port_ = conn.root_port;
+  const transport::Topology& topo = conn.topology;
+  hosts_ = topo.hosts;
+  num_hosts_ = topo.num_hosts;
+  local_.ranks = topo.local_ranks;
+  local_.me = topo.local_index;
+  uniform_hosts_ = topo.uniform_hosts;
+  cross_.ranks = topo.cross_ranks;
+  cross_.me = topo.cross_index;
+  beat_s_ = conn.beat_s;
+  transport_ = std::move(conn.transport);
+  if (size_ > 1) {
+    const size_t capacity = transport_->round_capacity();
     eager_bytes_ = std::min(
         eager_bytes_, capacity > kRecordTableBytes ? capacity - kRecordTableBytes : size_t{0});
-    const double silence = static_cast<double>(v[2]) / 1000.0;
-    beat_s_ = silence > 0 ? std::clamp(silence / 10.0, 0.02, 1.0) : 0.0;
-    pt->set_liveness(beat_s_, silence);
-    pt->set_deadline(TimePoint::max());
-    pt->round_arm(round_);
+    transport_->round_arm(round_);
   }
-  transport_ = std::move(pt);
   double stall = o.stall_warning_s >= 0 ? o.stall_warning_s : p.stall_warning_s;
   inspector_ = std::make_unique<StallInspector>(rank_, size_, stall);
   inspector_->attach(transport_.get());
   transport_->set_status_observer(inspector_.get());
   timeline_ = Timeline::open(p.timeline, rank_, size_, host_of(rank_));
   PTC_LOG(kInfo, "connected: rank ", rank_, " of ", size_, ", local ", local_.me, " of ",
-          local_.size(), ", ", num_hosts_, " host(s), transport ", shm::mode_name(mode), " (",
-          shm_peers, " peer(s) over shared memory), spin ", spin, " us");
+          local_.size(), ", ", num_hosts_, " host(s), transport ", conn.mode, " (", conn.shm_peers,
+          " peer(s) over shared memory), spin ", conn.spin_us, " us");
   fusion_ = std::make_unique<Fusion>(*this);
   if (size_ > 1) background_ = std::thread([this] { background_loop(); });
 }

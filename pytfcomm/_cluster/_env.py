@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pytfcomm.errors import ConfigError
 
 #: The most ranks a job may have: the TCP transport keeps a rank in 15 bits of its
-#: request handles (csrc/transport/tcp/transport.cc), so sizes are 1..MAX_SIZE.
+#: request handles (csrc/transport/host/transport.cc), so sizes are 1..MAX_SIZE.
 MAX_SIZE = 2**15 - 1
 
 #: Digits read from an integer variable at most: any longer value is out of every

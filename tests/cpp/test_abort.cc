@@ -15,16 +15,16 @@
 #include <thread>
 #include <vector>
 
+#include "transport/host/pair.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/stream.h"
-#include "transport/tcp/pair.h"
 #include "transport/tcp/socket_stream.h"
 #include "transport/wire.h"
 
 namespace pytfcomm {
 namespace {
 
-using tcp::Pair;
+using host::Pair;
 
 constexpr char kReason[] = "lost rank 7 (10.1.2.3:4567) during allreduce #3: it crashed";
 
@@ -51,11 +51,11 @@ struct ShmPairs {
     shm::Doorbell bell(m->header());
     a = std::make_unique<Pair>(0,
                                std::make_unique<shm::ShmStream>(ring(1), ring(0), bell,
-                                                                tcp::Fd(sv[0]), shm::ByReference{}),
+                                                                net::Fd(sv[0]), shm::ByReference{}),
                                "rank 0 (b)", 1 << 30);
     b = std::make_unique<Pair>(1,
                                std::make_unique<shm::ShmStream>(ring(0), ring(1), bell,
-                                                                tcp::Fd(sv[1]), shm::ByReference{}),
+                                                                net::Fd(sv[1]), shm::ByReference{}),
                                "rank 1 (a)", 1 << 30);
     seg.unlink();
   }
@@ -81,8 +81,8 @@ std::pair<int, int> tcp_socket_pair() {
   int s = ::accept(lst, nullptr, nullptr);
   ::close(lst);
   ::setsockopt(s, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
-  tcp::set_nonblocking(c);
-  tcp::set_nonblocking(s);
+  net::set_nonblocking(c);
+  net::set_nonblocking(s);
   return {c, s};
 }
 
@@ -90,9 +90,9 @@ struct TcpPairs {
   std::unique_ptr<Pair> a, b;
   TcpPairs() {
     auto [x, y] = tcp_socket_pair();
-    a = std::make_unique<Pair>(0, std::make_unique<tcp::SocketStream>(tcp::Fd(x)), "rank 0 (b)",
+    a = std::make_unique<Pair>(0, std::make_unique<tcp::SocketStream>(net::Fd(x)), "rank 0 (b)",
                                1 << 30);
-    b = std::make_unique<Pair>(1, std::make_unique<tcp::SocketStream>(tcp::Fd(y)), "rank 1 (a)",
+    b = std::make_unique<Pair>(1, std::make_unique<tcp::SocketStream>(net::Fd(y)), "rank 1 (a)",
                                1 << 30);
   }
 };

@@ -155,31 +155,32 @@ int connect_to(uint16_t port) {
 }
 
 TEST(AcceptPeers, HonestPeersGetThroughWhileStrangersAreDropped) {
-  SockAddr bound;
-  Fd listener = listen_on("127.0.0.1", 0, &bound);
+  net::SockAddr bound;
+  net::Fd listener = net::listen_on("127.0.0.1", 0, &bound);
   AuthConfig auth{kSecret, 0};
   auto accepted = std::async(std::launch::async, [&] {
     return accept_peers(
-        listener.get(), 2, auth, [](const wire::Hello&, const SockAddr&) { return std::string(); },
-        deadline_after(20), "the test listener");
+        listener.get(), 2, auth,
+        [](const wire::Hello&, const net::SockAddr&) { return std::string(); }, deadline_after(20),
+        "the test listener");
   });
   // Strangers first: garbage, a stalled half hello, a wrong secret, a replay.
-  Fd garbage(connect_to(bound.port()));
+  net::Fd garbage(connect_to(bound.port()));
   std::string junk(600, '\x7f');
   ASSERT_GT(::send(garbage.get(), junk.data(), junk.size(), MSG_NOSIGNAL), 0);
-  Fd stalled(connect_to(bound.port()));
+  net::Fd stalled(connect_to(bound.port()));
   wire::Hello half = hello(true);
   ASSERT_EQ(::send(stalled.get(), &half, 100, MSG_NOSIGNAL), 100);
-  Fd wrong(connect_to(bound.port()));
+  net::Fd wrong(connect_to(bound.port()));
   AuthConfig bad{"not-the-job-secret!", 3};
   EXPECT_THROW(connect_handshake(wrong.get(), hello(true), bad, 0, deadline_after(5), "acceptor"),
                Error);
   // An honest peer, whose bytes are recorded and replayed on a new connection.
-  Fd honest(connect_to(bound.port()));
+  net::Fd honest(connect_to(bound.port()));
   AuthConfig good{kSecret, 3};
   wire::Hello h = hello(true);
   connect_handshake(honest.get(), h, good, 0, deadline_after(5), "acceptor");
-  Fd replay(connect_to(bound.port()));
+  net::Fd replay(connect_to(bound.port()));
   ASSERT_EQ(::send(replay.get(), &h, sizeof(h), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(h)));
   wire::Challenge fresh{};
   ASSERT_EQ(::recv(replay.get(), &fresh, sizeof(fresh), MSG_WAITALL),
@@ -194,7 +195,7 @@ TEST(AcceptPeers, HonestPeersGetThroughWhileStrangersAreDropped) {
             static_cast<ssize_t>(sizeof(refused)));
   EXPECT_EQ(refused.status, static_cast<uint32_t>(wire::HandshakeStatus::kBadProof));
   // A second honest peer completes the accept; the stalled client is ignored.
-  Fd honest2(connect_to(bound.port()));
+  net::Fd honest2(connect_to(bound.port()));
   connect_handshake(honest2.get(), make_hello(wire::HelloPurpose::kData, 2, 4, 0, "x", "h", true),
                     good, 0, deadline_after(5), "acceptor");
   auto peers = accepted.get();
@@ -204,21 +205,21 @@ TEST(AcceptPeers, HonestPeersGetThroughWhileStrangersAreDropped) {
 }
 
 TEST(AcceptPeers, WrongSecretConnectorRaisesAuthError) {
-  SockAddr bound;
-  Fd listener = listen_on("127.0.0.1", 0, &bound);
+  net::SockAddr bound;
+  net::Fd listener = net::listen_on("127.0.0.1", 0, &bound);
   AuthConfig auth{kSecret, 0};
   auto accepted = std::async(std::launch::async, [&] {
     try {
       accept_peers(
           listener.get(), 1, auth,
-          [](const wire::Hello&, const SockAddr&) { return std::string(); }, deadline_after(1),
+          [](const wire::Hello&, const net::SockAddr&) { return std::string(); }, deadline_after(1),
           "the test listener");
     } catch (const Error& e) {
       return e.kind();
     }
     return ErrorKind::kInternal;
   });
-  Fd fd(connect_to(bound.port()));
+  net::Fd fd(connect_to(bound.port()));
   AuthConfig bad{"not-the-job-secret!", 1};
   try {
     connect_handshake(fd.get(), hello(true), bad, 0, deadline_after(5), "rank 0");

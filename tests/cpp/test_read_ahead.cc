@@ -10,7 +10,7 @@
 #include <numeric>
 #include <vector>
 
-#include "transport/tcp/pair.h"
+#include "transport/host/pair.h"
 #include "transport/tcp/read_ahead_stream.h"
 #include "transport/tcp/socket_stream.h"
 #include "transport/wire.h"
@@ -24,9 +24,9 @@ struct Link {
   explicit Link(size_t cap) {
     int sv[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-    writer = std::make_unique<tcp::SocketStream>(tcp::Fd(sv[0]));
+    writer = std::make_unique<tcp::SocketStream>(net::Fd(sv[0]));
     reader = std::make_unique<tcp::ReadAheadStream>(
-        std::make_unique<tcp::SocketStream>(tcp::Fd(sv[1])), cap);
+        std::make_unique<tcp::SocketStream>(net::Fd(sv[1])), cap);
   }
   void send(const std::vector<uint8_t>& v) {
     iovec iov{const_cast<uint8_t*>(v.data()), v.size()};
@@ -111,12 +111,12 @@ struct Recorder : transport::StatusObserver {
 TEST(ReadAheadPair, StatusFrameReadAheadReachesTheObserver) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-  tcp::Pair asker(1,
-                  std::make_unique<tcp::ReadAheadStream>(
-                      std::make_unique<tcp::SocketStream>(tcp::Fd(sv[0])), 1 << 20),
-                  "rank 1 (test)", 1 << 30);
-  tcp::Pair answerer(0, std::make_unique<tcp::SocketStream>(tcp::Fd(sv[1])), "rank 0 (test)",
-                     1 << 30);
+  host::Pair asker(1,
+                   std::make_unique<tcp::ReadAheadStream>(
+                       std::make_unique<tcp::SocketStream>(net::Fd(sv[0])), 1 << 20),
+                   "rank 1 (test)", 1 << 30);
+  host::Pair answerer(0, std::make_unique<tcp::SocketStream>(net::Fd(sv[1])), "rank 0 (test)",
+                      1 << 30);
   Recorder seen;
   asker.set_status_observer(&seen);
   transport::MessageMeta m;

@@ -35,9 +35,9 @@ struct Loop {
       return RingView{m, reinterpret_cast<shm::RingCtl*>(ctl), ctl + shm::kRingCtlBytes, 4096};
     };
     shm::Doorbell bell(m->header());
-    a = std::make_unique<shm::ShmStream>(ring(1), ring(0), bell, tcp::Fd(sv[0]),
+    a = std::make_unique<shm::ShmStream>(ring(1), ring(0), bell, net::Fd(sv[0]),
                                          shm::ByReference{});
-    b = std::make_unique<shm::ShmStream>(ring(0), ring(1), bell, tcp::Fd(sv[1]),
+    b = std::make_unique<shm::ShmStream>(ring(0), ring(1), bell, net::Fd(sv[1]),
                                          shm::ByReference{});
     seg.unlink();
   }
@@ -123,8 +123,8 @@ TEST(ShmStream, LargePayloadsTravelByReferenceAndAreReleasedWhenRead) {
   shm::Doorbell bell(m->header());
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-  shm::ShmStream a(ring(1), ring(0), bell, tcp::Fd(sv[0]), self);
-  shm::ShmStream b(ring(0), ring(1), bell, tcp::Fd(sv[1]), self);
+  shm::ShmStream a(ring(1), ring(0), bell, net::Fd(sv[0]), self);
+  shm::ShmStream b(ring(0), ring(1), bell, net::Fd(sv[1]), self);
   std::vector<uint32_t> big(100000);
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint32_t>(i * 2654435761u);
   char head[40] = "header bytes go inline";

@@ -17,7 +17,7 @@ namespace {
 struct Striped {
   std::unique_ptr<tcp::StripedStream> a, b;  // a writes, b reads (and back)
   Striped(int k, size_t stripe, int sockbuf) {
-    std::vector<tcp::Fd> left, right;
+    std::vector<net::Fd> left, right;
     for (int i = 0; i < k; ++i) {
       int sv[2];
       EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);

@@ -112,21 +112,22 @@ Mode parse_mode(const std::string& text) {
 
 const char* mode_name(Mode m) { return m == Mode::kTcp ? "tcp" : m == Mode::kShm ? "shm" : "auto"; }
 
-LocalLinks connect_local_peers(int rank, tcp::BootstrapResult& boot, Mode mode, size_t ring_bytes,
+LocalLinks connect_local_peers(int rank, const std::vector<net::PeerInfo>& peers,
+                               std::vector<net::Fd>& fds, Mode mode, size_t ring_bytes,
                                size_t by_ref_bytes, size_t oneshot_bytes, TimePoint deadline) {
-  const int n = static_cast<int>(boot.peers.size());
+  const int n = static_cast<int>(peers.size());
   LocalLinks links;
   links.streams.resize(static_cast<size_t>(n));
   links.segments.resize(static_cast<size_t>(n));
-  const std::string& my_host = boot.peers[static_cast<size_t>(rank)].host_id;
+  const std::string& my_host = peers[static_cast<size_t>(rank)].host_id;
   std::vector<int> local;
   for (int r = 0; r < n; ++r) {
     if (r == rank) continue;
-    if (boot.peers[static_cast<size_t>(r)].host_id == my_host) {
+    if (peers[static_cast<size_t>(r)].host_id == my_host) {
       local.push_back(r);
     } else if (mode == Mode::kShm) {
       PTC_THROW(kConfig, "PYTFCOMM_TRANSPORT=shm, but rank ", r, " runs on another host (",
-                boot.peers[static_cast<size_t>(r)].host,
+                peers[static_cast<size_t>(r)].host,
                 "): shared memory only reaches ranks of one host; use 'auto' or 'tcp'");
     }
   }
@@ -138,7 +139,7 @@ LocalLinks connect_local_peers(int rank, tcp::BootstrapResult& boot, Mode mode, 
     own = std::make_unique<OwnedSegment>(local.size(), ring_bytes, oneshot_bytes);
   }
   auto what = [&](int r) { return str_cat("rank ", r, " (setting up shared memory)"); };
-  auto fd_of = [&](int r) { return boot.fds[static_cast<size_t>(r)].get(); };
+  auto fd_of = [&](int r) { return fds[static_cast<size_t>(r)].get(); };
   // Lives until every peer has acknowledged (they read it during setup).
   uint64_t probe = 0;
   while (probe == 0) {
@@ -159,13 +160,13 @@ LocalLinks connect_local_peers(int rank, tcp::BootstrapResult& boot, Mode mode, 
       o.probe_addr = reinterpret_cast<uint64_t>(&probe);
       o.probe_value = probe;
     }
-    tcp::write_all(fd_of(local[i]), &o, sizeof(o), deadline, what(local[i]));
+    net::write_all(fd_of(local[i]), &o, sizeof(o), deadline, what(local[i]));
   }
   std::vector<Offer> offers(local.size());
   std::vector<std::shared_ptr<Mapping>> theirs(local.size());
   std::vector<std::string> why(local.size());
   for (size_t i = 0; i < local.size(); ++i) {
-    tcp::read_all(fd_of(local[i]), &offers[i], sizeof(Offer), deadline, what(local[i]));
+    net::read_all(fd_of(local[i]), &offers[i], sizeof(Offer), deadline, what(local[i]));
     std::string bad = validate(offers[i]);
     if (!bad.empty()) PTC_THROW(kPeerLost, "rank ", local[i], ": ", bad);
     if (!offers[i].offering) {
@@ -180,12 +181,12 @@ LocalLinks connect_local_peers(int rank, tcp::BootstrapResult& boot, Mode mode, 
   for (size_t i = 0; i < local.size(); ++i) {
     i_read[i] = theirs[i] && by_ref_bytes > 0 && can_read_peer(offers[i]);
     Ack a{kAckMagic, theirs[i] ? 1u : 0u, i_read[i] ? 1u : 0u, 0};
-    tcp::write_all(fd_of(local[i]), &a, sizeof(a), deadline, what(local[i]));
+    net::write_all(fd_of(local[i]), &a, sizeof(a), deadline, what(local[i]));
   }
   std::vector<bool> peer_ok(local.size()), peer_reads(local.size());
   for (size_t i = 0; i < local.size(); ++i) {
     Ack a{};
-    tcp::read_all(fd_of(local[i]), &a, sizeof(a), deadline, what(local[i]));
+    net::read_all(fd_of(local[i]), &a, sizeof(a), deadline, what(local[i]));
     if (a.magic != kAckMagic) PTC_THROW(kPeerLost, "rank ", local[i], " broke the shm setup");
     peer_ok[i] = a.ok == 1;
     peer_reads[i] = a.by_ref == 1;
@@ -215,7 +216,7 @@ LocalLinks connect_local_peers(int rank, tcp::BootstrapResult& boot, Mode mode, 
     ref.peer_pid = i_read[i] ? static_cast<pid_t>(offers[i].pid) : 0;
     ref.send_from = peer_reads[i] ? by_ref_bytes : 0;
     links.streams[static_cast<size_t>(r)] = std::make_unique<ShmStream>(
-        std::move(in), std::move(out), bell, std::move(boot.fds[static_cast<size_t>(r)]), ref);
+        std::move(in), std::move(out), bell, std::move(fds[static_cast<size_t>(r)]), ref);
     links.segments[static_cast<size_t>(r)] = theirs[i];
   }
   bool any = std::any_of(links.streams.begin(), links.streams.end(),

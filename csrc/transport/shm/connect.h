@@ -14,9 +14,10 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "transport/net/peer.h"
+#include "transport/net/socket.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/stream.h"
-#include "transport/tcp/bootstrap.h"
 
 namespace pytfcomm::shm {
 
@@ -37,12 +38,15 @@ struct LocalLinks {
 };
 
 // Exchanges offers with every rank of equal host_id (whatever the mode, so
-// that ranks configured differently still agree per pair). kShm throws
+// that ranks configured differently still agree per pair), over fds[r], the
+// authenticated connection to rank r; a rank that gets a stream hands its
+// connection to it. kShm throws
 // kConfig when any peer is remote or any local peer cannot share memory.
 // Payloads of by_ref_bytes or more go by reference where the receiver can
 // read the sender's memory (0: never). oneshot_bytes sizes this rank's
 // one-shot area (0: none).
-LocalLinks connect_local_peers(int rank, tcp::BootstrapResult& boot, Mode mode, size_t ring_bytes,
+LocalLinks connect_local_peers(int rank, const std::vector<net::PeerInfo>& peers,
+                               std::vector<net::Fd>& fds, Mode mode, size_t ring_bytes,
                                size_t by_ref_bytes, size_t oneshot_bytes, TimePoint deadline);
 
 }  // namespace pytfcomm::shm

@@ -32,7 +32,7 @@ void copy_from_ring(const RingView& r, uint64_t pos, void* dst, size_t n) {
 
 }  // namespace
 
-ShmStream::ShmStream(RingView in, RingView out, Doorbell peer_bell, tcp::Fd liveness,
+ShmStream::ShmStream(RingView in, RingView out, Doorbell peer_bell, net::Fd liveness,
                      ByReference ref)
     : in_(std::move(in)),
       out_(std::move(out)),

@@ -20,10 +20,10 @@
 #include <memory>
 #include <string>
 
+#include "transport/net/socket.h"
 #include "transport/shm/doorbell.h"
 #include "transport/shm/segment.h"
 #include "transport/stream.h"
-#include "transport/tcp/socket.h"
 
 namespace pytfcomm::shm {
 
@@ -39,11 +39,14 @@ struct ByReference {
   size_t send_from = 0;  // send payloads this large by reference; 0: never
 };
 
-class ShmStream : public transport::ByteStream {
+class ShmStream : public transport::ByteStream,
+                  public transport::PolledStream,
+                  public transport::ReleasingStream,
+                  public transport::NoteStream {
  public:
   // in: the ring the peer writes to us (our segment); out: the ring we write
   // to the peer (its segment); peer_bell: the peer's doorbell.
-  ShmStream(RingView in, RingView out, Doorbell peer_bell, tcp::Fd liveness, ByReference ref);
+  ShmStream(RingView in, RingView out, Doorbell peer_bell, net::Fd liveness, ByReference ref);
   ~ShmStream() override { close(); }
 
   ssize_t writev_some(const iovec* iov, int n) override;
@@ -51,7 +54,13 @@ class ShmStream : public transport::ByteStream {
   ssize_t peek(void* data, size_t n) override;
   void close() noexcept override;
   int liveness_fd() const override { return sock_.get(); }
-  bool needs_polling() const override { return true; }
+  transport::StreamFeatures features() override {
+    transport::StreamFeatures f;
+    f.polled = this;
+    f.releasing = this;
+    f.notes = this;
+    return f;
+  }
   void on_liveness_event() noexcept override;
   uint64_t release_ticket() const override { return ref_posted_; }
   uint64_t released() override;
@@ -67,7 +76,7 @@ class ShmStream : public transport::ByteStream {
 
   RingView in_, out_;
   Doorbell peer_bell_;
-  tcp::Fd sock_;
+  net::Fd sock_;
   ByReference ref_;
   uint64_t in_tail_ = 0, in_head_seen_ = 0;    // our read position, last head seen
   uint64_t out_head_ = 0, out_tail_seen_ = 0;  // our write position, last tail seen

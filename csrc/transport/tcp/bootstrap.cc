@@ -12,7 +12,7 @@
 namespace pytfcomm::tcp {
 namespace {
 
-std::string host_of(const SockAddr& a) {
+std::string host_of(const net::SockAddr& a) {
   std::string s = a.to_string();
   auto colon = s.rfind(':');
   s = s.substr(0, colon);
@@ -36,25 +36,25 @@ void send_reply_error(int fd, const std::string& msg, TimePoint deadline) {
   r.status = 1;
   r.message_len = static_cast<uint32_t>(std::min<size_t>(msg.size(), wire::kMaxJoinError));
   try {
-    write_all(fd, &r, sizeof(r), deadline, "a joining rank");
-    write_all(fd, msg.data(), r.message_len, deadline, "a joining rank");
+    net::write_all(fd, &r, sizeof(r), deadline, "a joining rank");
+    net::write_all(fd, msg.data(), r.message_len, deadline, "a joining rank");
   } catch (const Error&) {
     // Best effort: the peer learns of the failure from the closed socket too.
   }
 }
 
 // Rank 0: collect every rank's hello, then hand everyone the address table.
-BootstrapResult run_root(const BootstrapOptions& o, TimePoint deadline) {
+BootstrapResult run_root(const transport::JobOptions& o, TimePoint deadline) {
   BootstrapResult res;
   res.fds.resize(o.size);
   res.peers.resize(o.size);
-  SockAddr bound;
-  Fd listener = listen_on(o.root_host, o.root_port, &bound);
+  net::SockAddr bound;
+  net::Fd listener = net::listen_on(o.root_host, o.root_port, &bound);
   res.root_port = bound.port();
   res.peers[0] = {0, o.root_host, bound.port(), o.host_id};
   std::set<int> seen;
   std::vector<AcceptedPeer> joined;
-  auto check = [&](const wire::Hello& h, const SockAddr& from) -> std::string {
+  auto check = [&](const wire::Hello& h, const net::SockAddr& from) -> std::string {
     if (h.purpose != static_cast<uint32_t>(wire::HelloPurpose::kJoin)) {
       return "expected a join request on the rendezvous port";
     }
@@ -96,33 +96,35 @@ BootstrapResult run_root(const BootstrapOptions& o, TimePoint deadline) {
   for (auto& p : joined) {
     int r = p.hello.rank;
     std::string what = str_cat("rank ", r, " (", p.from.to_string(), ")");
-    write_all(p.fd.get(), &reply, sizeof(reply), deadline, what);
-    write_all(p.fd.get(), table.data(), table.size() * sizeof(wire::PeerEntry), deadline, what);
+    net::write_all(p.fd.get(), &reply, sizeof(reply), deadline, what);
+    net::write_all(p.fd.get(), table.data(), table.size() * sizeof(wire::PeerEntry), deadline,
+                   what);
     res.fds[r] = std::move(p.fd);
   }
   return res;
 }
 
-BootstrapResult run_member(const BootstrapOptions& o, TimePoint deadline) {
+BootstrapResult run_member(const transport::JobOptions& o, TimePoint deadline) {
   BootstrapResult res;
   res.fds.resize(o.size);
-  SockAddr root = resolve(o.root_host, o.root_port);
+  net::SockAddr root = net::resolve(o.root_host, o.root_port);
   std::string root_name = str_cat("rank 0's rendezvous (", root.to_string(), ")");
-  Fd to_root = connect_with_retry(root, deadline, "rank 0's rendezvous");
-  std::string bind_host = o.bind_host.empty() ? host_of(local_address(to_root.get())) : o.bind_host;
-  Fd listener;
-  SockAddr bound;
-  if (o.rank < o.size - 1) listener = listen_on(bind_host, 0, &bound);
+  net::Fd to_root = net::connect_with_retry(root, deadline, "rank 0's rendezvous");
+  std::string bind_host =
+      o.bind_host.empty() ? host_of(net::local_address(to_root.get())) : o.bind_host;
+  net::Fd listener;
+  net::SockAddr bound;
+  if (o.rank < o.size - 1) listener = net::listen_on(bind_host, 0, &bound);
   AuthConfig auth{o.secret, o.rank};
   wire::Hello hello =
       make_hello(wire::HelloPurpose::kJoin, o.rank, o.size, listener.valid() ? bound.port() : 0,
                  bind_host, o.host_id, !o.secret.empty());
   connect_handshake(to_root.get(), hello, auth, 0, deadline, root_name);
   wire::JoinReply reply{};
-  read_all(to_root.get(), &reply, sizeof(reply), deadline, root_name);
+  net::read_all(to_root.get(), &reply, sizeof(reply), deadline, root_name);
   if (reply.magic == wire::kHelloMagic && reply.status != 0) {
     std::string msg(std::min<uint32_t>(reply.message_len, wire::kMaxJoinError), '\0');
-    read_all(to_root.get(), msg.data(), msg.size(), deadline, root_name);
+    net::read_all(to_root.get(), msg.data(), msg.size(), deadline, root_name);
     for (char& c : msg) {
       if (static_cast<unsigned char>(c) < 0x20) c = '?';
     }
@@ -132,8 +134,8 @@ BootstrapResult run_member(const BootstrapOptions& o, TimePoint deadline) {
   if (!why.empty()) PTC_THROW(kConfig, root_name, " ", why);
   // The table's length is our own size, checked equal to rank 0's above.
   std::vector<wire::PeerEntry> table(o.size);
-  read_all(to_root.get(), table.data(), table.size() * sizeof(wire::PeerEntry), deadline,
-           root_name);
+  net::read_all(to_root.get(), table.data(), table.size() * sizeof(wire::PeerEntry), deadline,
+                root_name);
   res.peers.resize(o.size);
   for (int r = 0; r < o.size; ++r) {
     const auto& e = table[r];
@@ -146,9 +148,9 @@ BootstrapResult run_member(const BootstrapOptions& o, TimePoint deadline) {
   res.fds[0] = std::move(to_root);
   // Connect to every lower rank except 0 (done), then accept every higher one.
   for (int r = 1; r < o.rank; ++r) {
-    SockAddr a = resolve(res.peers[r].host, res.peers[r].port);
+    net::SockAddr a = net::resolve(res.peers[r].host, res.peers[r].port);
     std::string what = str_cat("rank ", r, " (", a.to_string(), ")");
-    Fd fd = connect_with_retry(a, deadline, what);
+    net::Fd fd = net::connect_with_retry(a, deadline, what);
     wire::Hello h = make_hello(wire::HelloPurpose::kData, o.rank, o.size, 0, bind_host, o.host_id,
                                !o.secret.empty());
     connect_handshake(fd.get(), h, auth, r, deadline, what);
@@ -156,7 +158,7 @@ BootstrapResult run_member(const BootstrapOptions& o, TimePoint deadline) {
   }
   if (o.rank < o.size - 1) {
     std::set<int> seen;
-    auto check = [&](const wire::Hello& h, const SockAddr&) -> std::string {
+    auto check = [&](const wire::Hello& h, const net::SockAddr&) -> std::string {
       if (h.purpose != static_cast<uint32_t>(wire::HelloPurpose::kData)) return "not a data hello";
       if (h.size != o.size) return str_cat("wrong job size ", h.size);
       if (h.rank <= o.rank || seen.count(h.rank)) return str_cat("unexpected rank ", h.rank);
@@ -172,7 +174,7 @@ BootstrapResult run_member(const BootstrapOptions& o, TimePoint deadline) {
 
 }  // namespace
 
-BootstrapResult bootstrap(const BootstrapOptions& o) {
+BootstrapResult bootstrap(const transport::JobOptions& o) {
   PTC_CHECK_ARG(o.size >= 1, "size must be >= 1, got ", o.size);
   PTC_CHECK_ARG(o.rank >= 0 && o.rank < o.size, "rank must be in [0, ", o.size, "), got ", o.rank);
   TimePoint deadline = deadline_after(o.connect_timeout_s);

@@ -8,37 +8,21 @@
 #include <string>
 #include <vector>
 
-#include "transport/tcp/socket.h"
+#include "transport/job.h"
+#include "transport/net/peer.h"
+#include "transport/net/socket.h"
 
 namespace pytfcomm::tcp {
 
-struct BootstrapOptions {
-  int rank = 0;
-  int size = 1;
-  std::string root_host;  // rank 0's rendezvous address
-  uint16_t root_port = 0;
-  std::string bind_host;  // this rank's listener; "" = the address that routes to rank 0
-  std::string host_id;    // ranks with equal host_id share a machine
-  double connect_timeout_s = 120;
-  std::string secret;  // PYTFCOMM_SECRET; "" = no authentication (docs/security.md)
-};
-
-struct PeerInfo {
-  int rank = 0;
-  std::string host;
-  uint16_t port = 0;
-  std::string host_id;
-};
-
 struct BootstrapResult {
-  std::vector<Fd> fds;          // fds[r]: connection to rank r (invalid for self)
-  std::vector<PeerInfo> peers;  // every rank, including this one
-  uint16_t root_port = 0;       // the port rank 0 actually bound (differs when asked for 0)
+  std::vector<net::Fd> fds;          // fds[r]: connection to rank r (invalid for self)
+  std::vector<net::PeerInfo> peers;  // every rank, including this one
+  uint16_t root_port = 0;            // the port rank 0 actually bound (differs when asked for 0)
   // extra_fds[r]: more connections to rank r, striped with fds[r] in this
   // order (multi-stream TCP, extra_streams.h); empty for a single stream.
-  std::vector<std::vector<Fd>> extra_fds;
+  std::vector<std::vector<net::Fd>> extra_fds;
 };
 
-BootstrapResult bootstrap(const BootstrapOptions& opts);
+BootstrapResult bootstrap(const transport::JobOptions& opts);
 
 }  // namespace pytfcomm::tcp

@@ -47,18 +47,18 @@ void connect_extra_streams(int rank, BootstrapResult& boot, const std::vector<bo
   auto fd_of = [&](int r) { return boot.fds[static_cast<size_t>(r)].get(); };
 
   // Higher ranks connect to this one: listen if any of them might.
-  Fd listener;
-  SockAddr bound;
+  net::Fd listener;
+  net::SockAddr bound;
   bool higher = peers.back() > rank;
   if (streams > 1 && higher)
-    listener = listen_on(boot.peers[static_cast<size_t>(rank)].host, 0, &bound);
+    listener = net::listen_on(boot.peers[static_cast<size_t>(rank)].host, 0, &bound);
   StreamOffer mine{kOfferMagic, kOfferVersion, static_cast<uint32_t>(streams),
                    listener.valid() ? bound.port() : 0u};
-  for (int r : peers) write_all(fd_of(r), &mine, sizeof(mine), deadline, what(r));
+  for (int r : peers) net::write_all(fd_of(r), &mine, sizeof(mine), deadline, what(r));
   std::vector<uint32_t> k(static_cast<size_t>(n), 1);
   for (int r : peers) {
     StreamOffer theirs{};
-    read_all(fd_of(r), &theirs, sizeof(theirs), deadline, what(r));
+    net::read_all(fd_of(r), &theirs, sizeof(theirs), deadline, what(r));
     std::string why = check_offer(theirs);
     if (!why.empty()) PTC_THROW(kPeerLost, what(r), ": it ", why);
     k[static_cast<size_t>(r)] = std::min(mine.streams, theirs.streams);
@@ -70,11 +70,11 @@ void connect_extra_streams(int rank, BootstrapResult& boot, const std::vector<bo
       // Connect down now, in stripe order; the lower rank accepts after its
       // own connections, as in bootstrap.
       auto& extra = boot.extra_fds[static_cast<size_t>(r)];
-      SockAddr a =
-          resolve(boot.peers[static_cast<size_t>(r)].host, static_cast<uint16_t>(theirs.port));
+      net::SockAddr a =
+          net::resolve(boot.peers[static_cast<size_t>(r)].host, static_cast<uint16_t>(theirs.port));
       AuthConfig auth{secret, rank};
       for (uint32_t i = 1; i < k[static_cast<size_t>(r)]; ++i) {
-        Fd fd = connect_with_retry(a, deadline, what(r));
+        net::Fd fd = net::connect_with_retry(a, deadline, what(r));
         wire::Hello h = make_hello(wire::HelloPurpose::kData, rank, n, static_cast<uint16_t>(i),
                                    boot.peers[static_cast<size_t>(rank)].host,
                                    boot.peers[static_cast<size_t>(rank)].host_id, !secret.empty());
@@ -90,7 +90,7 @@ void connect_extra_streams(int rank, BootstrapResult& boot, const std::vector<bo
   if (expected == 0) return;
   // Stream i of rank r: hello.listen_port = i, each (r, i) once.
   std::set<std::pair<int, int>> seen;
-  auto check = [&](const wire::Hello& h, const SockAddr&) -> std::string {
+  auto check = [&](const wire::Hello& h, const net::SockAddr&) -> std::string {
     if (h.purpose != static_cast<uint32_t>(wire::HelloPurpose::kData)) return "not a data hello";
     if (h.size != n || h.rank <= rank || h.rank >= n) return str_cat("unexpected rank ", h.rank);
     uint32_t want = k[static_cast<size_t>(h.rank)];

@@ -20,8 +20,8 @@ namespace {
 // A connection still in its handshake. Each has a deadline of its own so
 // that a slow or silent client cannot hold up the rest.
 struct Pending {
-  Fd fd;
-  SockAddr from;
+  net::Fd fd;
+  net::SockAddr from;
   AcceptorSession session;
   TimePoint deadline;
 };
@@ -225,9 +225,9 @@ wire::Hello make_hello(wire::HelloPurpose purpose, int rank, int size, uint16_t 
 
 void connect_handshake(int fd, const wire::Hello& hello, const AuthConfig& auth, int peer_rank,
                        TimePoint deadline, const std::string& what) {
-  write_all(fd, &hello, sizeof(hello), deadline, what);
+  net::write_all(fd, &hello, sizeof(hello), deadline, what);
   wire::Challenge ch{};
-  read_all(fd, &ch, sizeof(ch), deadline, what);
+  net::read_all(fd, &ch, sizeof(ch), deadline, what);
   bool have = !auth.secret.empty();
   std::string why = wire::check_challenge(ch, peer_rank, have);
   if (!why.empty()) {
@@ -242,9 +242,9 @@ void connect_handshake(int fd, const wire::Hello& hello, const AuthConfig& auth,
     Digest mac = wire::handshake_mac(auth.secret, wire::Role::kConnector, hello, ch);
     std::memcpy(proof.mac, mac.data(), mac.size());
   }
-  write_all(fd, &proof, sizeof(proof), deadline, what);
+  net::write_all(fd, &proof, sizeof(proof), deadline, what);
   wire::Confirm confirm{};
-  read_all(fd, &confirm, sizeof(confirm), deadline, what);
+  net::read_all(fd, &confirm, sizeof(confirm), deadline, what);
   why = wire::check_confirm(confirm);
   if (!why.empty()) PTC_THROW(kAuth, "cannot connect to ", what, ": ", why);
   if (have && !wire::verify_mac(auth.secret, wire::Role::kAcceptor, hello, ch, confirm.mac)) {
@@ -295,8 +295,8 @@ std::vector<AcceptedPeer> accept_peers(int listener, int count, const AuthConfig
     if (rc <= 0) continue;
     if (pfds[0].revents & POLLIN) {
       for (int i = 0; i < 64; ++i) {  // drain the backlog, bounded
-        SockAddr from;
-        Fd fd = accept_one(listener, &from);
+        net::SockAddr from;
+        net::Fd fd = net::accept_one(listener, &from);
         if (!fd.valid()) break;
         if (pending.size() >= kMaxPending) drop(0, "too many handshakes in progress");
         pending.push_back({std::move(fd), from, AcceptorSession(auth),

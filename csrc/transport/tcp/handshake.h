@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "transport/tcp/socket.h"
+#include "transport/net/socket.h"
 #include "transport/wire.h"
 
 namespace pytfcomm::tcp {
@@ -109,15 +109,15 @@ class RefusalLog {
 };
 
 struct AcceptedPeer {
-  Fd fd;
+  net::Fd fd;
   wire::Hello hello{};
-  SockAddr from;
+  net::SockAddr from;
 };
 
 // Job-level check of an authenticated hello. Returns "" when acceptable,
 // else why not (that connection is dropped). A kConfig error thrown from it
 // aborts the whole accept (a rank of our own job is misconfigured).
-using HelloCheck = std::function<std::string(const wire::Hello&, const SockAddr&)>;
+using HelloCheck = std::function<std::string(const wire::Hello&, const net::SockAddr&)>;
 
 // Called before a kConfig error from `check` propagates, with the peers
 // accepted so far and the offending connection, so they can be told why.

@@ -15,7 +15,7 @@
 
 namespace pytfcomm::tcp {
 
-class ReadAheadStream : public transport::ByteStream {
+class ReadAheadStream : public transport::ByteStream, public transport::ReadAheadCapable {
  public:
   ReadAheadStream(std::unique_ptr<transport::ByteStream> inner, size_t cap);
 
@@ -29,9 +29,12 @@ class ReadAheadStream : public transport::ByteStream {
   void close() noexcept override { inner_->close(); }
   int liveness_fd() const override { return inner_->liveness_fd(); }
   std::vector<int> event_fds() const override { return inner_->event_fds(); }
-  bool needs_polling() const override { return inner_->needs_polling(); }
-  void shutdown_write() noexcept override { inner_->shutdown_write(); }
-  size_t unsent() const noexcept override { return inner_->unsent(); }
+  // The inner stream's, and reading ahead (writes go straight to it).
+  transport::StreamFeatures features() override {
+    transport::StreamFeatures f = inner_->features();
+    f.read_ahead = this;
+    return f;
+  }
 
  private:
   std::unique_ptr<transport::ByteStream> inner_;

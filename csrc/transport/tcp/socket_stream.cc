@@ -40,7 +40,9 @@ void SocketStream::shutdown_write() noexcept {
   if (fd_.valid()) ::shutdown(fd_.get(), SHUT_WR);
 }
 
-size_t SocketStream::unsent() const noexcept { return fd_.valid() ? unacked_bytes(fd_.get()) : 0; }
+size_t SocketStream::unsent() const noexcept {
+  return fd_.valid() ? net::unacked_bytes(fd_.get()) : 0;
+}
 
 void SocketStream::close() noexcept {
   if (!fd_.valid()) return;

@@ -47,7 +47,7 @@ int clip(const iovec* iov, int n, size_t limit, iovec* out) {
 
 }  // namespace
 
-StripedStream::StripedStream(std::vector<Fd> fds, size_t stripe_bytes)
+StripedStream::StripedStream(std::vector<net::Fd> fds, size_t stripe_bytes)
     : fds_(std::move(fds)), stripe_(stripe_bytes), out_{0, stripe_bytes}, in_{0, stripe_bytes} {
   PTC_ENFORCE(!fds_.empty() && stripe_ > 0, "a striped stream needs connections and a stripe");
 }
@@ -62,7 +62,7 @@ void StripedStream::advance(Cursor& c, size_t moved) const {
 
 std::vector<int> StripedStream::event_fds() const {
   std::vector<int> out;
-  for (const Fd& f : fds_) out.push_back(f.get());
+  for (const net::Fd& f : fds_) out.push_back(f.get());
   return out;
 }
 
@@ -131,19 +131,19 @@ ssize_t StripedStream::peek(void* data, size_t n) {
 }
 
 void StripedStream::shutdown_write() noexcept {
-  for (Fd& f : fds_) {
+  for (net::Fd& f : fds_) {
     if (f.valid()) ::shutdown(f.get(), SHUT_WR);
   }
 }
 
 size_t StripedStream::unsent() const noexcept {
   size_t n = 0;
-  for (const Fd& f : fds_) n += f.valid() ? unacked_bytes(f.get()) : 0;
+  for (const net::Fd& f : fds_) n += f.valid() ? net::unacked_bytes(f.get()) : 0;
   return n;
 }
 
 void StripedStream::close() noexcept {
-  for (Fd& f : fds_) {
+  for (net::Fd& f : fds_) {
     if (!f.valid()) continue;
     ::shutdown(f.get(), SHUT_RDWR);
     f.reset();

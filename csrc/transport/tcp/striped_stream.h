@@ -10,15 +10,15 @@
 
 #include <vector>
 
+#include "transport/net/socket.h"
 #include "transport/stream.h"
-#include "transport/tcp/socket.h"
 
 namespace pytfcomm::tcp {
 
-class StripedStream : public transport::ByteStream {
+class StripedStream : public transport::ByteStream, public transport::HalfCloseStream {
  public:
   // fds[0] is the connection bootstrap made (liveness); at least one.
-  StripedStream(std::vector<Fd> fds, size_t stripe_bytes);
+  StripedStream(std::vector<net::Fd> fds, size_t stripe_bytes);
 
   ssize_t writev_some(const iovec* iov, int n) override;
   ssize_t read_some(void* data, size_t n) override;
@@ -28,9 +28,11 @@ class StripedStream : public transport::ByteStream {
   size_t unsent() const noexcept override;
   int liveness_fd() const override { return fds_.front().get(); }
   std::vector<int> event_fds() const override;
-  bool needs_polling() const override { return false; }
-
-  size_t streams() const { return fds_.size(); }
+  transport::StreamFeatures features() override {
+    transport::StreamFeatures f;
+    f.half_close = this;
+    return f;
+  }
 
  private:
   // Where the next byte of one direction goes: connection and room left in
@@ -41,7 +43,7 @@ class StripedStream : public transport::ByteStream {
   };
   void advance(Cursor& c, size_t moved) const;
 
-  std::vector<Fd> fds_;
+  std::vector<net::Fd> fds_;
   size_t stripe_;
   Cursor out_, in_;
 };

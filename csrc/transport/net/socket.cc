@@ -1,4 +1,4 @@
-#include "transport/tcp/socket.h"
+#include "transport/net/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include "common/error.h"
 #include "common/interrupt.h"
 
-namespace pytfcomm::tcp {
+namespace pytfcomm::net {
 
 void Fd::reset() {
   if (fd_ >= 0) {
@@ -252,16 +252,4 @@ SockAddr local_address(int fd) {
   return a;
 }
 
-bool is_loopback(const SockAddr& a) {
-  if (a.family() == AF_INET) {
-    uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in*>(&a.storage)->sin_addr.s_addr);
-    return (ip >> 24) == 127;
-  }
-  if (a.family() == AF_INET6) {
-    const auto& a6 = reinterpret_cast<const sockaddr_in6*>(&a.storage)->sin6_addr;
-    return IN6_IS_ADDR_LOOPBACK(&a6);
-  }
-  return false;
-}
-
-}  // namespace pytfcomm::tcp
+}  // namespace pytfcomm::net

@@ -1,11 +1,12 @@
-// The point-to-point transport: one Pair per peer, each over a TCP socket
-// or, for ranks of the same host, a shared-memory stream. Waiting first
-// polls briefly (cheap when this rank has a core to itself), then blocks:
-// in epoll_wait when only sockets are pending, on this rank's futex doorbell
-// when only shared memory is, alternating short waits on both otherwise. So
-// oversubscribed ranks give their core to the peer they wait for, and an
-// idle rank uses no CPU. Every pair's socket stays in the epoll set: a peer
-// that dies closes it, which is how a crash is noticed on any stream kind.
+// The transport of a job's ranks on hosts: one Pair per peer, each over
+// the byte stream connect.cc made for it (TCP sockets, or shared memory for
+// ranks of the same host). Waiting first polls briefly (cheap when this rank
+// has a core to itself), then blocks: in epoll_wait when only sockets are
+// pending, on this rank's futex doorbell when only shared memory is,
+// alternating short waits on both otherwise. So oversubscribed ranks give
+// their core to the peer they wait for, and an idle rank uses no CPU. Every
+// pair's socket stays in the epoll set: a peer that dies closes it, which is
+// how a crash is noticed on any stream kind.
 #pragma once
 
 #include <atomic>
@@ -15,23 +16,30 @@
 #include <string>
 #include <vector>
 
-#include "transport/shm/connect.h"
-#include "transport/tcp/bootstrap.h"
-#include "transport/tcp/pair.h"
+#include "transport/host/pair.h"
+#include "transport/host/wait_policy.h"
+#include "transport/net/peer.h"
+#include "transport/shm/doorbell.h"
+#include "transport/shm/oneshot.h"
 #include "transport/transport.h"
 
-namespace pytfcomm::tcp {
+namespace pytfcomm::host {
 
-class PairTransport : public transport::Transport {
+// How this rank reaches one peer.
+struct PeerLink {
+  std::unique_ptr<transport::ByteStream> stream;  // null for this rank
+  std::string how;  // for its name ("4 TCP streams"; "" says nothing more)
+};
+
+class HostTransport : public transport::Transport {
  public:
-  // Takes the connections made by bootstrap() and the shared-memory streams
-  // made by shm::connect_local_peers() (peers without one use their socket).
-  // spin_us: how long to poll before blocking; yield_cpu: give the core away
-  // between polls (when ranks outnumber cores, the peer we wait for may need
-  // this very core).
-  PairTransport(int rank, BootstrapResult boot, shm::LocalLinks shm, int64_t spin_us,
-                bool yield_cpu);
-  ~PairTransport() override;
+  // links[r]: the stream to rank r. own_segment: this rank's shared-memory
+  // segment (its doorbell), needed when any stream is polled; areas: the
+  // one-shot areas, when every peer shares memory with this rank.
+  HostTransport(int rank, std::vector<net::PeerInfo> peers, std::vector<PeerLink> links,
+                std::shared_ptr<shm::Mapping> own_segment, shm::OneShotAreas areas,
+                WaitPolicy wait);
+  ~HostTransport() override;
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(pairs_.size()); }
@@ -73,15 +81,13 @@ class PairTransport : public transport::Transport {
   // memory, else 0). Ranks agree on one (the minimum) and call
   // configure_rounds(): rounds then go through the areas when it is at
   // least `min_area` bytes, else as frames of up to `frame_bytes`.
-  size_t local_area_capacity() const;
+  size_t local_area_capacity() const { return areas_.capacity(); }
   // Before the agreement: the largest record a peer may send this rank as a
   // frame (one that finished setup may send its first record before this
   // rank has). configure_rounds() never allows more.
   void prepare_inbox(size_t bytes);
   void configure_rounds(size_t area_bytes, size_t min_area, size_t frame_bytes);
-  bool rounds_in_shared_memory() const { return area_bytes_ > 0; }
 
-  const std::vector<PeerInfo>& peers() const { return peers_; }
   // Number of peers reached through shared memory.
   int shm_peers() const { return shm_peers_; }
 
@@ -99,16 +105,13 @@ class PairTransport : public transport::Transport {
   void check_silence(TimePoint now);
   // While negotiating: kPeerLost for a gone peer this rank still needs.
   void check_round_peers();
+  // Whether rank r's record of the armed round is here (r != rank_).
+  bool has_record(int r) const;
   void add_active(int peer);
 
-  // A rank's one-shot area as mapped here: two buffers (by round parity)
-  // holding its negotiation records.
-  struct Area {
-    std::shared_ptr<shm::Mapping> segment;  // keeps the mapping alive
-    shm::OneShotCtl* ctl = nullptr;
-    char* buffers = nullptr;  // two of `bytes` each
-    size_t bytes = 0;
-  };
+  // epoll data of the wake eventfd (peers use their rank).
+  static constexpr uint32_t kWakeTag = UINT32_MAX;
+  enum Sleeping { kAwake = 0, kInEpoll = 1, kOnDoorbell = 2 };
   struct AlignedFree {
     void operator()(char* p) const { std::free(p); }
   };
@@ -116,15 +119,14 @@ class PairTransport : public transport::Transport {
 
   int rank_;
   std::vector<std::unique_ptr<Pair>> pairs_;  // null for self
-  std::vector<PeerInfo> peers_;
+  std::vector<net::PeerInfo> peers_;
   std::vector<int> active_;  // peers with posted operations
   std::shared_ptr<shm::Mapping> own_segment_;
   shm::Doorbell bell_;  // this rank's, valid when shm_peers_ > 0
   int shm_peers_ = 0;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;  // eventfd in the epoll set: wake() while blocked in epoll
-  int64_t spin_us_;
-  bool yield_cpu_;
+  WaitPolicy wait_;
   TimePoint deadline_ = TimePoint::max();
   double timeout_s_ = 0;  // what set_deadline() asked for, for messages
   double extra_s_ = 0;    // how much the stall verdict added to it
@@ -134,8 +136,8 @@ class PairTransport : public transport::Transport {
   std::atomic<bool> woken_{false};
   std::atomic<int> sleeping_{0};  // 1: in epoll_wait, 2: on the doorbell
 
-  // Rounds: the areas (per rank; empty unless every peer shares memory)...
-  std::vector<Area> areas_;
+  // Rounds: the areas (empty unless every peer shares memory)...
+  shm::OneShotAreas areas_;
   size_t area_bytes_ = 0;  // > 0: rounds go through the areas
   // ... or frames (records come in through each Pair's inbox).
   size_t frame_bytes_ = 0;
@@ -150,7 +152,4 @@ class PairTransport : public transport::Transport {
   TimePoint next_beat_ = TimePoint::max();
 };
 
-// The name the TCP-only transport had; kept for existing callers.
-using TcpTransport = PairTransport;
-
-}  // namespace pytfcomm::tcp
+}  // namespace pytfcomm::host

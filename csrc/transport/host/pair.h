@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -16,20 +17,20 @@
 #include "transport/stream.h"
 #include "transport/wire.h"
 
-namespace pytfcomm::tcp {
+namespace pytfcomm::host {
 
 class Pair {
  public:
   Pair(int peer, std::unique_ptr<transport::ByteStream> stream, std::string name,
        uint64_t max_message);
 
-  int peer() const { return peer_; }
   // The socket epoll watches for this pair (data, or liveness only).
   int fd() const { return stream_->liveness_fd(); }
   // Shared memory: progress must be polled, readiness comes by the doorbell.
-  bool polled() const { return stream_->needs_polling(); }
-  void on_liveness_event() noexcept { stream_->on_liveness_event(); }
-  const std::string& name() const { return name_; }
+  bool polled() const { return features_.polled != nullptr; }
+  void on_liveness_event() noexcept {
+    if (features_.polled) features_.polled->on_liveness_event();
+  }
 
   // Sequence numbers of the operations, in posting order per direction.
   uint64_t post_send(const void* data, size_t nbytes, const transport::MessageMeta& meta);
@@ -117,6 +118,7 @@ class Pair {
     wire::FrameHeader header;
   };
 
+  static bool would_block(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
   bool progress_send(const std::string& context);
   // Complete written sends whose memory the stream no longer needs.
   bool complete_released(const std::string& context);
@@ -136,11 +138,20 @@ class Pair {
   [[noreturn]] void read_abort_and_throw(const std::string& context);
   [[noreturn]] void throw_aborted(const std::string& context, std::string reason, uint32_t flags);
   void check_header(const Op& op, const std::string& context);
+  // In-band last words end the write side (once); bytes written that the
+  // peer has not acknowledged (0 where the stream cannot tell).
+  void shut_write() noexcept;
+  size_t unsent() const noexcept;
   void deliver_status(const wire::FrameHeader& h) noexcept;
   void heard() { last_heard_ = Clock::now(); }
 
+  // True once the stream knows the peer is gone (streams that learn it
+  // beside the data; the others say so by EOF).
+  bool peer_gone() const { return features_.polled && features_.polled->peer_gone(); }
+
   int peer_;
   std::unique_ptr<transport::ByteStream> stream_;
+  transport::StreamFeatures features_;  // the stream's, asked once
   bool closed_ = false;
   std::string name_;
   uint64_t max_message_;
@@ -178,4 +189,4 @@ class Pair {
   TimePoint last_heard_ = Clock::now();
 };
 
-}  // namespace pytfcomm::tcp
+}  // namespace pytfcomm::host

@@ -1,13 +1,7 @@
-// Negotiation rounds of the PairTransport (transport/transport.h): each
+// Negotiation rounds of the HostTransport (transport/transport.h): each
 // rank's record of a round goes either into its one-shot area, where every
-// local peer reads it in place (jobs whose ranks all share memory), or as a
-// frame to every peer.
-//
-// Area: the record of round k goes into buffer k & 1, then `published` = k
-// with a release store, then every peer's doorbell rings. A rank arms round
-// k + 1 only after it finished round k, so a buffer is rewritten (round
-// k + 2) only after every peer published round k + 1, which each does only
-// after it finished reading round k.
+// local peer reads it in place (jobs whose ranks all share memory;
+// shm/oneshot.h), or as a frame to every peer.
 //
 // Frames: publishing sends the record to every peer as a RND frame, from a
 // buffer of the round's parity (free again two rounds later by the same
@@ -21,22 +15,16 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "transport/tcp/transport.h"
+#include "transport/host/transport.h"
 
-namespace pytfcomm::tcp {
+namespace pytfcomm::host {
 namespace {
 
 constexpr size_t kAlign = 64;
 
 }  // namespace
 
-size_t PairTransport::local_area_capacity() const {
-  size_t cap = areas_.empty() ? 0 : SIZE_MAX;
-  for (const Area& a : areas_) cap = std::min(cap, a.bytes);
-  return cap;
-}
-
-void PairTransport::configure_rounds(size_t area_bytes, size_t min_area, size_t frame_bytes) {
+void HostTransport::configure_rounds(size_t area_bytes, size_t min_area, size_t frame_bytes) {
   PTC_ENFORCE(area_bytes <= local_area_capacity(), "round area of ", area_bytes, " over ",
               local_area_capacity());
   if (area_bytes >= min_area && area_bytes > 0) {
@@ -56,15 +44,15 @@ void PairTransport::configure_rounds(size_t area_bytes, size_t min_area, size_t 
   frame_out_[1] = alloc();
 }
 
-void PairTransport::prepare_inbox(size_t bytes) {
+void HostTransport::prepare_inbox(size_t bytes) {
   for (auto& p : pairs_) {
     if (p) p->set_inbox(bytes);
   }
 }
 
-size_t PairTransport::round_capacity() const { return area_bytes_ ? area_bytes_ : frame_bytes_; }
+size_t HostTransport::round_capacity() const { return area_bytes_ ? area_bytes_ : frame_bytes_; }
 
-void PairTransport::round_arm(uint64_t round) {
+void HostTransport::round_arm(uint64_t round) {
   if (aborted_) PTC_THROW(kClosed, "the transport was shut down after an earlier error");
   round_ = round;
   published_ = false;
@@ -79,26 +67,18 @@ void PairTransport::round_arm(uint64_t round) {
   }
 }
 
-char* PairTransport::round_outbox() {
-  if (area_bytes_) {
-    Area& mine = areas_[static_cast<size_t>(rank_)];
-    return mine.buffers + (round_ & 1) * mine.bytes;
-  }
+char* HostTransport::round_outbox() {
+  if (area_bytes_) return areas_.outbox(round_);
   return frame_out_[round_ & 1].get();
 }
 
-void PairTransport::round_publish(size_t bytes) {
+void HostTransport::round_publish(size_t bytes) {
   if (aborted_) PTC_THROW(kClosed, "the transport was shut down after an earlier error");
   PTC_ENFORCE(!published_ && bytes <= round_capacity(), "round record of ", bytes, " bytes");
   published_ = true;
   own_bytes_ = bytes;
   if (area_bytes_) {
-    Area& mine = areas_[static_cast<size_t>(rank_)];
-    mine.ctl->slot[round_ & 1].nbytes = bytes;
-    mine.ctl->published.store(round_, std::memory_order_release);
-    for (int r = 0; r < size(); ++r) {
-      if (r != rank_) shm::Doorbell(areas_[static_cast<size_t>(r)].segment->header()).ring();
-    }
+    areas_.publish(round_, bytes);
     return;
   }
   for (int r = 0; r < size(); ++r) {
@@ -111,47 +91,34 @@ void PairTransport::round_publish(size_t bytes) {
   progress_all();
 }
 
-bool PairTransport::round_started() {
+bool HostTransport::has_record(int r) const {
+  return area_bytes_ ? areas_.published(r, round_) : pairs_[r]->record_ready(round_);
+}
+
+bool HostTransport::round_started() {
   for (int r = 0; r < size(); ++r) {
     if (r == rank_) continue;
-    if (area_bytes_) {
-      if (areas_[static_cast<size_t>(r)].ctl->published.load(std::memory_order_acquire) >= round_) {
-        return true;
-      }
-    } else if (pairs_[r]->record_ready(round_)) {
-      return true;
-    }
+    if (has_record(r)) return true;
   }
   return false;
 }
 
-bool PairTransport::round_complete() {
+bool HostTransport::round_complete() {
   if (!published_) return false;
   for (int r = 0; r < size(); ++r) {
     if (r == rank_) continue;
-    if (area_bytes_) {
-      if (areas_[static_cast<size_t>(r)].ctl->published.load(std::memory_order_acquire) < round_) {
-        return false;
-      }
-    } else if (!pairs_[r]->record_ready(round_)) {
-      return false;
-    }
+    if (!has_record(r)) return false;
   }
   return true;
 }
 
-const char* PairTransport::round_record(int rank, size_t* bytes) {
+const char* HostTransport::round_record(int rank, size_t* bytes) {
   if (rank == rank_) {
     *bytes = own_bytes_;
     return round_outbox();
   }
-  if (area_bytes_) {
-    const Area& a = areas_[static_cast<size_t>(rank)];
-    // Written by the peer: never trusted beyond the buffer.
-    *bytes = std::min<uint64_t>(a.ctl->slot[round_ & 1].nbytes, a.bytes);
-    return a.buffers + (round_ & 1) * a.bytes;
-  }
+  if (area_bytes_) return areas_.record(rank, round_, bytes);
   return pairs_[rank]->record(round_, bytes);
 }
 
-}  // namespace pytfcomm::tcp
+}  // namespace pytfcomm::host

@@ -1,5 +1,7 @@
 // Thin RAII and helper layer over BSD sockets: every system call is checked,
-// EINTR is retried, and every blocking step takes a deadline.
+// EINTR is retried, and every blocking step takes a deadline. Neutral ground:
+// the TCP streams use it, and so does shared memory (its setup talks over the
+// bootstrap connections, which then stay open as its liveness signal).
 #pragma once
 
 #include <netinet/in.h>
@@ -11,7 +13,7 @@
 
 #include "common/clock.h"
 
-namespace pytfcomm::tcp {
+namespace pytfcomm::net {
 
 class Fd {
  public:
@@ -81,6 +83,4 @@ size_t unacked_bytes(int fd) noexcept;
 // Local address the kernel used for a connected socket.
 SockAddr local_address(int fd);
 
-bool is_loopback(const SockAddr& a);
-
-}  // namespace pytfcomm::tcp
+}  // namespace pytfcomm::net

@@ -1,4 +1,4 @@
-// Liveness of the PairTransport (docs/reliability.md): a crashed peer closes
+// Liveness of the HostTransport (docs/reliability.md): a crashed peer closes
 // its sockets, which every wait notices at once; a stopped or hung one
 // (SIGSTOP, a wedged kernel call, a host that fell off the network) keeps
 // them open and says nothing. So every rank sends each peer a BEAT frame
@@ -7,9 +7,9 @@
 // all has arrived for `silence` seconds is lost: the wait that notices it
 // throws kPeerLost naming it, long before any collective deadline.
 #include "common/error.h"
-#include "transport/tcp/transport.h"
+#include "transport/host/transport.h"
 
-namespace pytfcomm::tcp {
+namespace pytfcomm::host {
 namespace {
 
 Clock::duration seconds(double s) {
@@ -18,13 +18,13 @@ Clock::duration seconds(double s) {
 
 }  // namespace
 
-void PairTransport::set_liveness(double interval_s, double silence_s) {
+void HostTransport::set_liveness(double interval_s, double silence_s) {
   beat_s_ = silence_s > 0 ? interval_s : 0;
   silence_s_ = silence_s > 0 ? silence_s : 0;
   next_beat_ = beat_s_ > 0 ? Clock::now() : TimePoint::max();
 }
 
-void PairTransport::liveness_tick(TimePoint now) {
+void HostTransport::liveness_tick(TimePoint now) {
   if (beat_s_ <= 0 || now < next_beat_ || aborted_) return;
   next_beat_ = now + seconds(beat_s_);
   for (int r = 0; r < size(); ++r) {
@@ -42,7 +42,7 @@ void PairTransport::liveness_tick(TimePoint now) {
   check_silence(now);
 }
 
-void PairTransport::check_silence(TimePoint now) {
+void HostTransport::check_silence(TimePoint now) {
   for (int r = 0; r < size(); ++r) {
     if (r == rank_ || !pairs_[r]) continue;
     const double quiet = std::chrono::duration<double>(now - pairs_[r]->last_heard()).count();
@@ -57,10 +57,10 @@ void PairTransport::check_silence(TimePoint now) {
   }
 }
 
-void PairTransport::keep_alive() {
+void HostTransport::keep_alive() {
   if (aborted_) return;
   liveness_tick(Clock::now());
   progress_all();
 }
 
-}  // namespace pytfcomm::tcp
+}  // namespace pytfcomm::host

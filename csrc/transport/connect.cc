@@ -1,0 +1,119 @@
+#include "transport/connect.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "common/param.h"
+#include "transport/host/transport.h"
+#include "transport/host/wait_policy.h"
+#include "transport/shm/connect.h"
+#include "transport/shm/oneshot.h"
+#include "transport/tcp/bootstrap.h"
+#include "transport/tcp/extra_streams.h"
+#include "transport/tcp/peer_stream.h"
+
+namespace pytfcomm::transport {
+namespace {
+
+// How many TCP connections each pair of ranks on different hosts asks for.
+int tcp_streams(int size) {
+  const int64_t asked = params().tcp_streams;
+  // auto: 4 (measured 1.5x over one at 16-64 MiB across veth), fewer in big
+  // jobs, where every rank would hold 4 descriptors per remote rank.
+  return asked > 0 ? static_cast<int>(asked) : size <= 16 ? 4 : size <= 64 ? 2 : 1;
+}
+
+// Every peer's stream: shared memory where setup made one, else TCP over the
+// bootstrap connection and any extra ones.
+std::vector<host::PeerLink> peer_links(int rank, tcp::BootstrapResult& boot,
+                                       shm::LocalLinks& local) {
+  const size_t n = boot.peers.size();
+  boot.extra_fds.resize(n);
+  local.streams.resize(n);
+  std::vector<host::PeerLink> links(n);
+  for (size_t r = 0; r < n; ++r) {
+    if (static_cast<int>(r) == rank) continue;
+    if (local.streams[r]) {
+      links[r].stream = std::move(local.streams[r]);
+      continue;
+    }
+    std::vector<net::Fd> fds;
+    fds.push_back(std::move(boot.fds[r]));
+    for (net::Fd& extra : boot.extra_fds[r]) fds.push_back(std::move(extra));
+    if (fds.size() > 1) links[r].how = str_cat(fds.size(), " TCP streams");
+    links[r].stream = tcp::make_peer_stream(std::move(fds), static_cast<int>(r));
+  }
+  return links;
+}
+
+// Agree, before any negotiation, on what every rank must do alike: the area
+// size for rounds (0 where some rank lacks shared memory with some other),
+// the largest in-round input, and the liveness timeout. Returns the
+// heartbeat interval.
+double agree_on_setup(host::HostTransport& t, const ConnectOptions& o, const AgreeMin& agree) {
+  const RoundOptions& ro = o.rounds;
+  int64_t v[3] = {static_cast<int64_t>(t.local_area_capacity()),
+                  static_cast<int64_t>(ro.frame_inputs),
+                  static_cast<int64_t>(params().peer_timeout_s * 1000.0)};
+  t.set_context("setup (agreeing on negotiation and liveness)");
+  t.set_deadline(deadline_after(o.job.connect_timeout_s));
+  agree(t, v, 3);
+  t.configure_rounds(static_cast<size_t>(v[0]), ro.min_area_bytes,
+                     ro.table_bytes + static_cast<size_t>(v[1]));
+  const double silence = static_cast<double>(v[2]) / 1000.0;
+  const double beat_s = silence > 0 ? std::clamp(silence / 10.0, 0.02, 1.0) : 0.0;
+  t.set_liveness(beat_s, silence);
+  t.set_deadline(TimePoint::max());
+  return beat_s;
+}
+
+}  // namespace
+
+Connection connect(const ConnectOptions& o, const AgreeMin& agree) {
+  const Params& p = params();
+  const JobOptions& job = o.job;
+  tcp::BootstrapResult boot = tcp::bootstrap(job);
+  Connection c;
+  c.root_port = boot.root_port;
+  std::vector<std::string> hosts, host_ids;
+  for (const auto& peer : boot.peers) {
+    hosts.push_back(peer.host);
+    host_ids.push_back(peer.host_id);
+  }
+  c.topology = make_topology(job.rank, hosts, host_ids);
+
+  // Shared memory for the ranks of this host (auto/shm), TCP for the rest.
+  // Each segment's one-shot area carries this rank's negotiation records.
+  const shm::Mode mode = shm::parse_mode(o.mode);
+  c.mode = shm::mode_name(mode);
+  shm::LocalLinks local = shm::connect_local_peers(
+      job.rank, boot.peers, boot.fds, mode, static_cast<size_t>(p.shm_ring_bytes),
+      static_cast<size_t>(p.shm_by_ref_bytes), o.rounds.area_inputs + o.rounds.table_bytes,
+      deadline_after(job.connect_timeout_s));
+  const host::WaitPolicy wait = host::choose_wait_policy(
+      static_cast<int>(c.topology.local_ranks.size()), c.topology.num_hosts, local.own != nullptr);
+  c.spin_us = wait.spin_us;
+  // Pairs of ranks on different hosts may use several TCP connections.
+  std::vector<bool> remote(static_cast<size_t>(job.size));
+  for (size_t r = 0; r < remote.size(); ++r) {
+    remote[r] = host_ids[r] != host_ids[static_cast<size_t>(job.rank)];
+  }
+  tcp::connect_extra_streams(job.rank, boot, remote, tcp_streams(job.size), job.secret,
+                             deadline_after(job.connect_timeout_s));
+
+  std::vector<host::PeerLink> links = peer_links(job.rank, boot, local);
+  auto t = std::make_unique<host::HostTransport>(job.rank, std::move(boot.peers), std::move(links),
+                                                 local.own,
+                                                 shm::OneShotAreas(job.rank, local.segments), wait);
+  c.shm_peers = t->shm_peers();
+  // A peer that finished setup may send its first record before this rank
+  // has: take records of up to what this rank offers.
+  t->prepare_inbox(o.rounds.table_bytes + o.rounds.frame_inputs);
+  if (job.size > 1) c.beat_s = agree_on_setup(*t, o, agree);
+  c.transport = std::move(t);
+  return c;
+}
+
+}  // namespace pytfcomm::transport

@@ -1,0 +1,47 @@
+#include "transport/host/wait_policy.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "common/param.h"
+
+namespace pytfcomm::host {
+namespace {
+
+// Default polling windows before a wait blocks (PYTFCOMM_SPIN_US overrides):
+// long enough to cover a loopback round trip, short enough that an idle rank
+// stops using its core at once.
+constexpr int64_t kBusySpinUs = 50;
+constexpr int64_t kShmSpinUs = 1000;
+int64_t kYieldSpinUs = [] {
+  const char* v = std::getenv("PYTFCOMM_YIELD_SPIN_US");
+  return v ? std::atoll(v) : 200;
+}();
+
+}  // namespace
+
+WaitPolicy choose_wait_policy(int local_ranks, int num_hosts, bool shared_memory) {
+  const Params& p = params();
+  // Poll briefly, then block. Polls yield the core in between: on a shared
+  // or oversubscribed machine the peer we wait for may need this very core,
+  // and sched_yield costs next to nothing when nobody else is runnable.
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  bool oversubscribed = static_cast<unsigned>(local_ranks) > cores;
+  int64_t spin = p.spin_us >= 0 ? p.spin_us : (oversubscribed ? kYieldSpinUs : kBusySpinUs);
+  bool yield_cpu = std::getenv("PYTFCOMM_NO_YIELD") == nullptr;
+  // Waking a sleeping rank (futex, then an IPI to an idle vCPU) costs tens of
+  // microseconds, far more than a shared-memory hop: poll longer before that.
+  if (p.spin_us < 0 && shared_memory) spin = std::max(spin, kShmSpinUs);
+  // Shared memory needs no kernel help to move bytes. When every rank is on
+  // this host and has a core, poll without yielding: a yield hands the core
+  // to an unrelated process for a whole time slice. When ranks outnumber
+  // cores, keep yielding so the peer we wait for can run.
+  if (shared_memory && num_hosts == 1 && !oversubscribed &&
+      std::getenv("PYTFCOMM_YIELD") == nullptr) {
+    yield_cpu = false;
+  }
+  return {spin, yield_cpu};
+}
+
+}  // namespace pytfcomm::host

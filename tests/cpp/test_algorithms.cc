@@ -1,0 +1,388 @@
+// The algorithms on their own, over the in-memory transport (ranks as
+// threads, no sockets): every algorithm on every rank count from 1 to 7 and
+// awkward sizes, results checked exactly and across ranks; hierarchical
+// groups from simulated hosts; and what ranks that disagree, or never come,
+// make every rank see.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "common/error.h"
+#include "memory_transport.h"
+#include "transport/topology.h"
+
+namespace pytfcomm {
+namespace {
+
+using algorithms::CollectiveKind;
+using algorithms::Group;
+using testing_util::MemoryOptions;
+using testing_util::run_in_memory;
+
+// Small pipeline segments so that modest buffers still span many segments.
+constexpr size_t kSegmentBytes = 4096;
+constexpr size_t kSmallBytes = 1024;
+
+Group world_of(const transport::Transport& t) {
+  Group g;
+  for (int r = 0; r < t.size(); ++r) g.ranks.push_back(r);
+  g.me = t.rank();
+  return g;
+}
+
+// One collective's metadata, as the engine fills it.
+transport::MessageMeta meta_of(CollectiveKind kind, DType dt, ReduceOp op, size_t count,
+                               uint32_t seq = 1, int root = 0) {
+  transport::MessageMeta m;
+  m.seq = seq;
+  m.kind = static_cast<uint8_t>(kind);
+  m.dtype = static_cast<uint8_t>(dt);
+  m.op = static_cast<uint8_t>(op);
+  m.root = root;
+  m.count = count;
+  return m;
+}
+
+enum class Alg { kRing, kRecursiveDoubling, kHierarchical };
+
+const char* alg_name(Alg a) {
+  return a == Alg::kRing                ? "ring"
+         : a == Alg::kRecursiveDoubling ? "recursive_doubling"
+                                        : "hierarchical";
+}
+
+// All-reduce of `count` elements with `alg`; for hierarchical, rank r runs
+// on host r % hosts.
+void allreduce(transport::Transport& t, Alg alg, int hosts, const void* in, void* out, size_t count,
+               DType dt, ReduceOp op, uint32_t seq = 1) {
+  algorithms::Workspace ws;
+  algorithms::Context ctx{t, meta_of(CollectiveKind::kAllreduce, dt, op, count, seq), ws,
+                          kSegmentBytes};
+  const Group world = world_of(t);
+  switch (alg) {
+    case Alg::kRing:
+      algorithms::ring_allreduce(ctx, world, algorithms::Phase::kRing, in, out, count, dt, op,
+                                 t.size());
+      return;
+    case Alg::kRecursiveDoubling:
+      algorithms::recursive_doubling_allreduce(ctx, world, algorithms::Phase::kRecursiveDoubling,
+                                               in, out, count, dt, op, t.size());
+      return;
+    case Alg::kHierarchical: {
+      std::vector<std::string> names, ids;
+      for (int r = 0; r < t.size(); ++r) {
+        names.push_back("10.0.0." + std::to_string(r % hosts));
+        ids.push_back("host" + std::to_string(r % hosts));
+      }
+      const transport::Topology topo = transport::make_topology(t.rank(), names, ids);
+      ASSERT_TRUE(topo.uniform_hosts);
+      const Group local{topo.local_ranks, topo.local_index};
+      const Group cross{topo.cross_ranks, topo.cross_index};
+      algorithms::hierarchical_allreduce(ctx, local, cross, in, out, count, dt, op, t.size(),
+                                         kSmallBytes);
+      return;
+    }
+  }
+}
+
+struct Case {
+  int n;
+  size_t count;
+  Alg alg;
+  int hosts = 1;
+  size_t buffered = 0;  // MemoryOptions::buffered_bytes
+};
+
+class AllreduceTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AllreduceTest, SumAndMaxAreExactAndIdentical) {
+  const Case c = GetParam();
+  std::vector<std::vector<int64_t>> results(c.n);
+  MemoryOptions mo;
+  mo.buffered_bytes = c.buffered;
+  auto errors = run_in_memory(
+      c.n,
+      [&](transport::Transport& t) {
+        const int r = t.rank();
+        std::vector<int64_t> in(c.count), out(c.count, -1);
+        for (size_t i = 0; i < c.count; ++i) in[i] = static_cast<int64_t>(i * 7 + r * 1000003);
+        allreduce(t, c.alg, c.hosts, in.data(), out.data(), c.count, DType::kInt64, ReduceOp::kSum);
+        for (size_t i = 0; i < c.count; ++i) {
+          int64_t want = static_cast<int64_t>(i * 7) * c.n + 1000003LL * (c.n * (c.n - 1) / 2);
+          ASSERT_EQ(out[i], want) << "rank " << r << " element " << i;
+        }
+        // In place, max.
+        allreduce(t, c.alg, c.hosts, in.data(), in.data(), c.count, DType::kInt64, ReduceOp::kMax,
+                  2);
+        for (size_t i = 0; i < c.count; ++i) {
+          ASSERT_EQ(in[i], static_cast<int64_t>(i * 7 + (c.n - 1) * 1000003LL));
+        }
+        results[r] = out;
+      },
+      mo);
+  for (int r = 0; r < c.n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  for (int r = 1; r < c.n; ++r) EXPECT_EQ(results[r], results[0]);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (int n = 1; n <= 7; ++n) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{4099}, size_t{100000}}) {
+      v.push_back({n, count, Alg::kRing});
+      v.push_back({n, count, Alg::kRecursiveDoubling});
+      for (int hosts : {2, 3}) {
+        if (n > hosts && n % hosts == 0) v.push_back({n, count, Alg::kHierarchical, hosts});
+      }
+    }
+  }
+  // Buffered sends (a socket's or a ring's room) must change nothing.
+  for (Alg a : {Alg::kRing, Alg::kRecursiveDoubling, Alg::kHierarchical}) {
+    v.push_back({6, 100000, a, 2, size_t{1} << 20});
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, AllreduceTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           const Case& c = i.param;
+                           std::string s = "n" + std::to_string(c.n) + "_count" +
+                                           std::to_string(c.count) + "_" + alg_name(c.alg);
+                           if (c.alg == Alg::kHierarchical) s += "_hosts" + std::to_string(c.hosts);
+                           if (c.buffered) s += "_buffered";
+                           return s;
+                         });
+
+TEST(Algorithms, MeanOfFloatsIsDividedOnce) {
+  for (Alg a : {Alg::kRing, Alg::kRecursiveDoubling, Alg::kHierarchical}) {
+    const int n = 6;
+    auto errors = run_in_memory(n, [&](transport::Transport& t) {
+      std::vector<float> x(777, static_cast<float>(t.rank() + 1));
+      allreduce(t, a, 2, x.data(), x.data(), x.size(), DType::kFloat32, ReduceOp::kMean);
+      for (float v : x) ASSERT_EQ(v, 3.5f) << alg_name(a);
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  }
+}
+
+TEST(Algorithms, BroadcastAllgatherReduceScatterBarrier) {
+  for (int n = 1; n <= 7; ++n) {
+    auto errors = run_in_memory(n, [&](transport::Transport& t) {
+      const int r = t.rank();
+      const Group world = world_of(t);
+      algorithms::Workspace ws;
+      uint32_t seq = 0;
+      auto ctx = [&](CollectiveKind k, DType dt, size_t count, int root = 0) {
+        return algorithms::Context{t, meta_of(k, dt, ReduceOp::kSum, count, ++seq, root), ws,
+                                   kSegmentBytes};
+      };
+      for (size_t count : {size_t{0}, size_t{1}, size_t{5003}, size_t{70001}}) {
+        for (int root = 0; root < n; ++root) {
+          std::vector<float> buf(count, static_cast<float>(r));
+          algorithms::broadcast(ctx(CollectiveKind::kBroadcast, DType::kFloat32, count, root),
+                                world, buf.data(), count, DType::kFloat32, root);
+          for (float v : buf) ASSERT_EQ(v, static_cast<float>(root));
+        }
+        // Never null, even for 0 elements: callers pass real arrays.
+        std::vector<int32_t> mine(count + 1, r), all(count * n + 1, -1);
+        algorithms::allgather(ctx(CollectiveKind::kAllgather, DType::kInt32, count), world,
+                              mine.data(), all.data(), count, DType::kInt32);
+        for (int k = 0; k < n; ++k) {
+          for (size_t i = 0; i < count; i += 97) ASSERT_EQ(all[k * count + i], k);
+        }
+        std::vector<int32_t> full(count * n + 1), part(count + 1);
+        std::iota(full.begin(), full.end(), 0);
+        algorithms::reduce_scatter(ctx(CollectiveKind::kReduceScatter, DType::kInt32, count * n),
+                                   world, full.data(), part.data(), count * n, DType::kInt32,
+                                   ReduceOp::kSum, n);
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(part[i], n * static_cast<int32_t>(r * count + i));
+        }
+        algorithms::barrier(ctx(CollectiveKind::kBarrier, DType::kUInt8, 0), world);
+      }
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "n " << n << " rank " << r;
+  }
+}
+
+// Every rank fails, none hangs, and the ranks that saw the disagreement say
+// it is one (their peers learn of it from their last words).
+void expect_mismatch_everywhere(int n, const std::vector<std::string>& errors,
+                                const std::vector<ErrorKind>& kinds) {
+  int mismatches = 0;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_NE(errors[r], "") << "rank " << r << " did not fail";
+    EXPECT_TRUE(kinds[r] == ErrorKind::kMismatch || kinds[r] == ErrorKind::kPeerLost)
+        << "rank " << r << ": " << errors[r];
+    mismatches += kinds[r] == ErrorKind::kMismatch;
+  }
+  EXPECT_GT(mismatches, 0);
+}
+
+TEST(Mismatch, CountsThatDifferFailOnEveryRank) {
+  for (int n : {2, 3, 5, 7}) {
+    for (Alg a : {Alg::kRing, Alg::kRecursiveDoubling}) {
+      std::vector<ErrorKind> kinds;
+      auto errors = run_in_memory(
+          n,
+          [&](transport::Transport& t) {
+            size_t count = t.rank() == 1 ? 10 : 12;
+            std::vector<float> x(count, 1.0f);
+            allreduce(t, a, 1, x.data(), x.data(), count, DType::kFloat32, ReduceOp::kSum);
+          },
+          {}, &kinds);
+      expect_mismatch_everywhere(n, errors, kinds);
+    }
+  }
+}
+
+TEST(Mismatch, OpDtypeOrShapeThatDifferFailOnEveryRank) {
+  const int n = 4;
+  for (int what = 0; what < 3; ++what) {
+    std::vector<ErrorKind> kinds;
+    auto errors = run_in_memory(
+        n,
+        [&](transport::Transport& t) {
+          const bool odd = t.rank() == n - 1;
+          std::vector<int32_t> x(64, 1);
+          algorithms::Workspace ws;
+          auto meta = meta_of(CollectiveKind::kAllreduce, DType::kInt32, ReduceOp::kSum, 64);
+          if (odd && what == 0) meta.op = static_cast<uint8_t>(ReduceOp::kMax);
+          if (odd && what == 1) meta.dtype = static_cast<uint8_t>(DType::kFloat32);
+          meta.shape_tag = odd && what == 2 ? 0x1234 : 0x4321;
+          algorithms::Context ctx{t, meta, ws, kSegmentBytes};
+          algorithms::ring_allreduce(ctx, world_of(t), algorithms::Phase::kRing, x.data(), x.data(),
+                                     x.size(), DType::kInt32, ReduceOp::kSum, n);
+        },
+        {}, &kinds);
+    expect_mismatch_everywhere(n, errors, kinds);
+  }
+}
+
+TEST(Mismatch, DifferentAlgorithmsFailInsteadOfExchangingGarbage) {
+  const int n = 4;
+  std::vector<ErrorKind> kinds;
+  auto errors = run_in_memory(
+      n,
+      [&](transport::Transport& t) {
+        std::vector<int64_t> x(100, t.rank());
+        allreduce(t, t.rank() == 0 ? Alg::kRecursiveDoubling : Alg::kRing, 1, x.data(), x.data(),
+                  x.size(), DType::kInt64, ReduceOp::kSum);
+      },
+      {}, &kinds);
+  expect_mismatch_everywhere(n, errors, kinds);
+}
+
+TEST(Mismatch, MessageOverTheCapIsRefused) {
+  MemoryOptions mo;
+  mo.max_message = 1000;
+  std::vector<ErrorKind> kinds;
+  auto errors = run_in_memory(
+      2,
+      [&](transport::Transport& t) {
+        std::vector<char> big(4000);
+        auto meta = meta_of(CollectiveKind::kBroadcast, DType::kUInt8, ReduceOp::kSum, big.size());
+        if (t.rank() == 0) {
+          t.wait(t.post_send(1, big.data(), big.size(), meta));
+        } else {
+          t.wait(t.post_recv(0, big.data(), big.size(), meta));
+        }
+      },
+      mo, &kinds);
+  EXPECT_EQ(kinds[1], ErrorKind::kMismatch) << errors[1];
+  EXPECT_NE(errors[1].find("over the limit"), std::string::npos) << errors[1];
+  EXPECT_EQ(kinds[0], ErrorKind::kMismatch) << errors[0];  // told by rank 1's last words
+}
+
+TEST(Deadline, RanksWaitingOnOneThatNeverComesTimeOut) {
+  const int n = 3;
+  std::vector<ErrorKind> kinds;
+  auto errors = run_in_memory(
+      n,
+      [&](transport::Transport& t) {
+        if (t.rank() == 2) {  // hung: never posts, leaves late
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+          return;
+        }
+        t.set_context("allreduce #1");
+        t.set_deadline(deadline_after(0.1));
+        std::vector<int64_t> x(10, 1);
+        allreduce(t, Alg::kRing, 1, x.data(), x.data(), x.size(), DType::kInt64, ReduceOp::kSum);
+      },
+      {}, &kinds);
+  EXPECT_EQ(errors[2], "");
+  int timeouts = 0;
+  for (int r = 0; r < 2; ++r) {
+    // A rank waits on the hung one and times out; its neighbour may hear
+    // that first (a timeout keeps its class when relayed).
+    EXPECT_EQ(kinds[r], ErrorKind::kTimeout) << errors[r];
+    timeouts += errors[r].find("timed out after") != std::string::npos;
+  }
+  EXPECT_GT(timeouts, 0);
+}
+
+TEST(Deadline, RankThatLeavesIsLostNotWaitedFor) {
+  std::vector<ErrorKind> kinds;
+  auto errors = run_in_memory(
+      2,
+      [&](transport::Transport& t) {
+        if (t.rank() == 1) return;  // leaves without a word
+        int64_t x = 0;
+        t.wait(t.post_recv(1, &x, sizeof(x),
+                           meta_of(CollectiveKind::kBroadcast, DType::kInt64, ReduceOp::kSum, 1)));
+      },
+      {}, &kinds);
+  EXPECT_EQ(kinds[0], ErrorKind::kPeerLost) << errors[0];
+  EXPECT_NE(errors[0].find("rank 1"), std::string::npos) << errors[0];
+}
+
+TEST(Pairs, MessagesArriveInPostingOrderPerDirection) {
+  auto errors = run_in_memory(2, [&](transport::Transport& t) {
+    const int peer = 1 - t.rank();
+    std::vector<std::vector<uint8_t>> out(20), in(20);
+    std::vector<transport::Handle> hs;
+    for (size_t i = 0; i < out.size(); ++i) {
+      out[i].assign(i * 37, static_cast<uint8_t>(i + 10 * t.rank()));
+      in[i].assign(i * 37, 0);
+      auto m = meta_of(CollectiveKind::kAllgather, DType::kUInt8, ReduceOp::kSum, i * 37);
+      hs.push_back(t.post_send(peer, out[i].data(), out[i].size(), m));
+      hs.push_back(t.post_recv(peer, in[i].data(), in[i].size(), m));
+    }
+    t.wait_all();
+    for (size_t i = 0; i < in.size(); ++i) {
+      for (uint8_t b : in[i]) ASSERT_EQ(b, static_cast<uint8_t>(i + 10 * peer));
+    }
+  });
+  EXPECT_EQ(errors, std::vector<std::string>(2));
+}
+
+// A rank arms round k + 1 right after reading round k: two record buffers
+// per rank are enough (transport.h).
+TEST(Rounds, EveryRankReadsEveryRecordOfARound) {
+  const int n = 5;
+  auto errors = run_in_memory(n, [&](transport::Transport& t) {
+    for (uint64_t round = 1; round <= 4; ++round) {
+      t.round_arm(round);
+      char* box = t.round_outbox();
+      const size_t bytes = static_cast<size_t>(t.rank()) + round;
+      std::memset(box, 'a' + t.rank(), bytes);
+      t.round_publish(bytes);
+      t.wait_for([&] { return t.round_complete(); }, TimePoint::max());
+      for (int r = 0; r < n; ++r) {
+        size_t got = 0;
+        const char* rec = t.round_record(r, &got);
+        ASSERT_EQ(got, static_cast<size_t>(r) + round);
+        for (size_t i = 0; i < got; ++i) ASSERT_EQ(rec[i], 'a' + r);
+      }
+    }
+  });
+  EXPECT_EQ(errors, std::vector<std::string>(n));
+}
+
+}  // namespace
+}  // namespace pytfcomm

@@ -1,7 +1,6 @@
 #include "transport/host/wait_policy.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <thread>
 
 #include "common/param.h"
@@ -14,10 +13,6 @@ namespace {
 // stops using its core at once.
 constexpr int64_t kBusySpinUs = 50;
 constexpr int64_t kShmSpinUs = 1000;
-int64_t kYieldSpinUs = [] {
-  const char* v = std::getenv("PYTFCOMM_YIELD_SPIN_US");
-  return v ? std::atoll(v) : 200;
-}();
 
 }  // namespace
 
@@ -28,8 +23,8 @@ WaitPolicy choose_wait_policy(int local_ranks, int num_hosts, bool shared_memory
   // and sched_yield costs next to nothing when nobody else is runnable.
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   bool oversubscribed = static_cast<unsigned>(local_ranks) > cores;
-  int64_t spin = p.spin_us >= 0 ? p.spin_us : (oversubscribed ? kYieldSpinUs : kBusySpinUs);
-  bool yield_cpu = std::getenv("PYTFCOMM_NO_YIELD") == nullptr;
+  int64_t spin = p.spin_us >= 0 ? p.spin_us : (oversubscribed ? p.yield_spin_us : kBusySpinUs);
+  bool yield_cpu = !p.no_yield;
   // Waking a sleeping rank (futex, then an IPI to an idle vCPU) costs tens of
   // microseconds, far more than a shared-memory hop: poll longer before that.
   if (p.spin_us < 0 && shared_memory) spin = std::max(spin, kShmSpinUs);
@@ -37,8 +32,7 @@ WaitPolicy choose_wait_policy(int local_ranks, int num_hosts, bool shared_memory
   // this host and has a core, poll without yielding: a yield hands the core
   // to an unrelated process for a whole time slice. When ranks outnumber
   // cores, keep yielding so the peer we wait for can run.
-  if (shared_memory && num_hosts == 1 && !oversubscribed &&
-      std::getenv("PYTFCOMM_YIELD") == nullptr) {
+  if (shared_memory && num_hosts == 1 && !oversubscribed && !p.force_yield) {
     yield_cpu = false;
   }
   return {spin, yield_cpu};

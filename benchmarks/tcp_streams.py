@@ -77,8 +77,9 @@ def _run(ns: list[str], env: dict, sizes: list[int], iters: int) -> list[dict]:
     rows = []
     for a, b in zip(*ranks, strict=True):
         slowest = np.maximum(a["times"], b["times"])
-        rows.append({"bytes": a["bytes"], "median_s": float(np.median(slowest)),
-                     "ok": a["ok"] and b["ok"]})
+        rows.append(
+            {"bytes": a["bytes"], "median_s": float(np.median(slowest)), "ok": a["ok"] and b["ok"]}
+        )
     return rows
 
 
@@ -115,10 +116,15 @@ def main() -> None:
         for n in ns:
             subprocess.run(["ip", "netns", "del", n], capture_output=True, timeout=20)
     keys = list(results)
-    print(f"# 2 ranks, one per network namespace, veth; socket buffer "
-          f"{args.sockbuf or 'default'}; median of {args.iters}, slowest rank")
-    print("size".rjust(8) + "".join(f"  {k} stream(s) ms  busbw".rjust(24) for k in keys)
-          + "".join(f"  1/{k}".rjust(8) for k in keys[1:]))
+    print(
+        f"# 2 ranks, one per network namespace, veth; socket buffer "
+        f"{args.sockbuf or 'default'}; median of {args.iters}, slowest rank"
+    )
+    print(
+        "size".rjust(8)
+        + "".join(f"  {k} stream(s) ms  busbw".rjust(24) for k in keys)
+        + "".join(f"  1/{k}".rjust(8) for k in keys[1:])
+    )
     for i, nbytes in enumerate(sizes):
         line = fmt_bytes(nbytes).rjust(8)
         for k in keys:

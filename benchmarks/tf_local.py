@@ -35,7 +35,8 @@ def setup_tf():
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_DEVICES)
+        cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_DEVICES
+    )
     return tf
 
 
@@ -118,15 +119,22 @@ def bench_train(tf, strategy, warmup, iters) -> float:
     dist = iter(strategy.experimental_distribute_dataset(ds))
     keras.utils.set_random_seed(0)
     with strategy.scope():
-        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, "relu"),
-                                  keras.layers.Dense(256, "relu"), keras.layers.Dense(10)])
+        model = keras.Sequential(
+            [
+                keras.Input((64,)),
+                keras.layers.Dense(256, "relu"),
+                keras.layers.Dense(256, "relu"),
+                keras.layers.Dense(10),
+            ]
+        )
         opt = keras.optimizers.SGD(0.05)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
     def replica_step(xb, yb):
         with tf.GradientTape() as tape:
-            loss = tf.nn.compute_average_loss(loss_fn(yb, model(xb, training=True)),
-                                              global_batch_size=256)
+            loss = tf.nn.compute_average_loss(
+                loss_fn(yb, model(xb, training=True)), global_batch_size=256
+            )
         grads = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
@@ -167,9 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(f"    {results[name]}", file=sys.stderr, flush=True)
     ref = results.get("pytfcomm.RingAllReduce")
-    print(f"\n{NUM_DEVICES} logical CPU devices, {len(shapes)} gradient tensors "
-          f"({n_values / 1e6:.1f}M float32, {n_values * 4 / 2**20:.0f} MiB); median of "
-          f"{args.iters}; ratio = time / pytfcomm.RingAllReduce time\n")
+    print(
+        f"\n{NUM_DEVICES} logical CPU devices, {len(shapes)} gradient tensors "
+        f"({n_values / 1e6:.1f}M float32, {n_values * 4 / 2**20:.0f} MiB); median of "
+        f"{args.iters}; ratio = time / pytfcomm.RingAllReduce time\n"
+    )
     print("| implementation | resnet50-grads (ms) | ratio | digits-mlp-step (ms) | ratio |")
     print("|---|---|---|---|---|")
     for name, r in results.items():
@@ -179,8 +189,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {g * 1e3:.1f} | {rg:.2f} | {t * 1e3:.2f} | {rt:.2f} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"devices": NUM_DEVICES, "tensors": len(shapes), "values": n_values,
-                       "iters": args.iters, "results_s": results}, f, indent=2)
+            json.dump(
+                {
+                    "devices": NUM_DEVICES,
+                    "tensors": len(shapes),
+                    "values": n_values,
+                    "iters": args.iters,
+                    "results_s": results,
+                },
+                f,
+                indent=2,
+            )
     if pytfcomm.tf.counters()["allreduce_ops"] == 0 and ref:
         print("error: pytfcomm ops never ran", file=sys.stderr)
         return 1

@@ -47,19 +47,28 @@ REDUCE_ELEMS = 4 << 20  # 16 MiB of float32
 # --------------------------------------------------------------------------- worker side
 def _mlp(keras):
     keras.utils.set_random_seed(0)
-    return keras.Sequential([keras.Input((64,)), keras.layers.Dense(1024, activation="relu"),
-                             keras.layers.Dense(1024, activation="relu"),
-                             keras.layers.Dense(10)])
+    return keras.Sequential(
+        [
+            keras.Input((64,)),
+            keras.layers.Dense(1024, activation="relu"),
+            keras.layers.Dense(1024, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
 
 
 def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) -> dict:
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     if backend != "pytfcomm-horovod":
-        os.environ["TF_CONFIG"] = json.dumps({
-            "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports[1:size + 1]]},
-            "task": {"type": "worker", "index": rank}})
-    os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size),
-                      PYTFCOMM_ADDR=f"127.0.0.1:{ports[0]}")
+        os.environ["TF_CONFIG"] = json.dumps(
+            {
+                "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports[1 : size + 1]]},
+                "task": {"type": "worker", "index": rank},
+            }
+        )
+    os.environ.update(
+        PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size), PYTFCOMM_ADDR=f"127.0.0.1:{ports[0]}"
+    )
     import keras
     import numpy as np
     import tensorflow as tf
@@ -74,7 +83,9 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
         impl = tf.distribute.experimental.CommunicationImplementation.RING
         strategy = tf.distribute.MultiWorkerMirroredStrategy(
             communication_options=tf.distribute.experimental.CommunicationOptions(
-                implementation=impl))
+                implementation=impl
+            )
+        )
     else:
         pytfcomm.init()
     out: dict = {"rank": rank}
@@ -83,13 +94,16 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
     # reduce-16MiB
     t = tf.constant(np.full(REDUCE_ELEMS, rank + 1, np.float32))
     if strategy is not None:
+
         @tf.function
         def reduce16(x):
             return strategy.reduce("SUM", strategy.run(tf.identity, args=(x,)), axis=None)
     else:
+
         @tf.function
         def reduce16(x):
             return pytfcomm.allreduce(x, op="sum")
+
     got = reduce16(t).numpy()
     assert np.all(got == size * (size + 1) / 2), got[:3]
 
@@ -106,6 +120,7 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
     shapes = resnet50_shapes()
     grads = [tf.constant(np.full(s, rank + 1, np.float32)) for s in shapes]
     if strategy is not None:
+
         def replica_fn(*gs):
             ctx = tf.distribute.get_replica_context()
             return ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.identity(g) for g in gs])
@@ -115,10 +130,12 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
             res = strategy.experimental_local_results(strategy.run(replica_fn, args=tuple(gs)))
             return tf.add_n([tf.reshape(x, [-1])[0] for x in tf.nest.flatten(res)])
     else:
+
         @tf.function
         def grads_step(gs):
             res = pytfcomm.allreduce_gradients(gs, op="sum")
             return tf.add_n([tf.reshape(x, [-1])[0] for x in res])
+
     got = float(grads_step(grads))
     assert got == len(shapes) * size * (size + 1) / 2, got
     out["resnet50-grads"] = timed(lambda: grads_step(grads).numpy(), warm, iters)
@@ -136,8 +153,9 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
 
         def replica_step(x, y):
             with tf.GradientTape() as tape:
-                loss = tf.nn.compute_average_loss(loss_fn(y, model(x, training=True)),
-                                                  global_batch_size=gb)
+                loss = tf.nn.compute_average_loss(
+                    loss_fn(y, model(x, training=True)), global_batch_size=gb
+                )
             g = tape.gradient(loss, model.trainable_variables)
             opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
             return loss
@@ -169,15 +187,19 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
             ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(gb)
             with strategy.scope():
                 model = _mlp(keras)
-                model.compile(keras.optimizers.SGD(0.01),
-                              keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                model.compile(
+                    keras.optimizers.SGD(0.01),
+                    keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                )
             model.fit(ds, epochs=1, verbose=0)  # trace and warm up
             t0 = time.perf_counter()
             model.fit(ds, epochs=2, verbose=0)
         else:
             model = _mlp(keras)
-            model.compile(pytfcomm.keras.DistributedOptimizer(keras.optimizers.SGD(0.01)),
-                          keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            model.compile(
+                pytfcomm.keras.DistributedOptimizer(keras.optimizers.SGD(0.01)),
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            )
             mine = slice(rank * LOCAL_BATCH * 20, (rank + 1) * LOCAL_BATCH * 20)
             model.fit(x[mine], y[mine], batch_size=LOCAL_BATCH, epochs=1, verbose=0)
             t0 = time.perf_counter()
@@ -196,12 +218,37 @@ def _run_backend(backend: str, n: int, iters: int, timeout: float) -> list[dict]
         env = dict(os.environ, PYTHONPATH=worker_pythonpath(str(Path(tmp) / "shim")))
         procs = []
         for r in range(n):
-            cmd = [sys.executable, "-m", "benchmarks.tf_multiworker", "--worker", backend,
-                   "--rank", str(r), "--np", str(n), "--ports", ",".join(map(str, ports)),
-                   "--iters", str(iters), "--out", str(Path(tmp) / f"rank{r}.json")]
+            cmd = [
+                sys.executable,
+                "-m",
+                "benchmarks.tf_multiworker",
+                "--worker",
+                backend,
+                "--rank",
+                str(r),
+                "--np",
+                str(n),
+                "--ports",
+                ",".join(map(str, ports)),
+                "--iters",
+                str(iters),
+                "--out",
+                str(Path(tmp) / f"rank{r}.json"),
+            ]
             log = open(Path(tmp) / f"rank{r}.log", "wb")
-            procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=tmp,
-                                           env=env, start_new_session=True), log))
+            procs.append(
+                (
+                    subprocess.Popen(
+                        cmd,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        cwd=tmp,
+                        env=env,
+                        start_new_session=True,
+                    ),
+                    log,
+                )
+            )
         deadline = time.monotonic() + timeout
         status = "ok"
         try:
@@ -275,17 +322,21 @@ def main(argv: list[str] | None = None) -> int:
         return f" ({(a / r if higher_better else r / a):.1f}x)"
 
     print(f"\n{args.np} workers on 127.0.0.1; ratios vs tf-mwms-ring (higher = pytfcomm better)\n")
-    print("| backend | reduce 16 MiB (ms) | ResNet-50 grads (ms) | train (examples/s) "
-          "| Keras fit (examples/s) |")
+    print(
+        "| backend | reduce 16 MiB (ms) | ResNet-50 grads (ms) | train (examples/s) "
+        "| Keras fit (examples/s) |"
+    )
     print("|---|---:|---:|---:|---:|")
     for b, row in results.items():
         if "error" in row:
             print(f"| {b} | failed: {row['error']} | | | |")
             continue
-        print(f"| {b} | {_fmt(row['reduce-16MiB'], 'ms')}{ratio(b, 'reduce-16MiB', False)} "
-              f"| {_fmt(row['resnet50-grads'], 'ms')}{ratio(b, 'resnet50-grads', False)} "
-              f"| {_fmt(row['train'], 'rate')}{ratio(b, 'train', True)} "
-              f"| {_fmt(row['keras-fit'], 'rate')}{ratio(b, 'keras-fit', True)} |")
+        print(
+            f"| {b} | {_fmt(row['reduce-16MiB'], 'ms')}{ratio(b, 'reduce-16MiB', False)} "
+            f"| {_fmt(row['resnet50-grads'], 'ms')}{ratio(b, 'resnet50-grads', False)} "
+            f"| {_fmt(row['train'], 'rate')}{ratio(b, 'train', True)} "
+            f"| {_fmt(row['keras-fit'], 'rate')}{ratio(b, 'keras-fit', True)} |"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"np": args.np, "results": results}, indent=1))
     return 0 if all("error" not in r for r in results.values()) else 1

@@ -43,19 +43,29 @@ def main() -> None:
     x_mine, y_mine = x_train[mine], y_train[mine]
 
     def make_model():
-        return keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, activation="relu"),
-                                 keras.layers.Dense(10)])
+        return keras.Sequential(
+            [keras.Input((64,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10)]
+        )
 
     # 1. Keras fit with the distributed optimizer (learning rate scaled by workers).
     model = make_model()
-    opt = pytfcomm.keras.DistributedOptimizer(keras.optimizers.Adam(1e-3 * comm.size),
-                                              compression=args.compression)
-    model.compile(opt, keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
-    model.fit(x_mine, y_mine, batch_size=args.batch_size, epochs=args.epochs,
-              verbose=2 if comm.rank == 0 else 0,
-              callbacks=[pytfcomm.keras.callbacks.BroadcastGlobalVariablesCallback(0),
-                         pytfcomm.keras.callbacks.MetricAverageCallback()])
+    opt = pytfcomm.keras.DistributedOptimizer(
+        keras.optimizers.Adam(1e-3 * comm.size), compression=args.compression
+    )
+    model.compile(
+        opt, keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
+    )
+    model.fit(
+        x_mine,
+        y_mine,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        verbose=2 if comm.rank == 0 else 0,
+        callbacks=[
+            pytfcomm.keras.callbacks.BroadcastGlobalVariablesCallback(0),
+            pytfcomm.keras.callbacks.MetricAverageCallback(),
+        ],
+    )
     _, acc = model.evaluate(x_test, y_test, verbose=0)
     print(f"fit: test accuracy {acc:.3f}")
 

@@ -30,7 +30,8 @@ def main() -> None:
     # Split the CPU into 4 logical devices before TensorFlow initialises.
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_DEVICES)
+        cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_DEVICES
+    )
 
     import keras
     import numpy as np
@@ -50,14 +51,16 @@ def main() -> None:
 
     keras.utils.set_random_seed(0)
     with strategy.scope():
-        model = keras.Sequential([
-            keras.Input((8, 8, 1)),
-            keras.layers.Conv2D(16, 3, activation="relu", padding="same"),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Flatten(),
-            keras.layers.Dense(64, activation="relu"),
-            keras.layers.Dense(10),
-        ])
+        model = keras.Sequential(
+            [
+                keras.Input((8, 8, 1)),
+                keras.layers.Conv2D(16, 3, activation="relu", padding="same"),
+                keras.layers.MaxPooling2D(),
+                keras.layers.Flatten(),
+                keras.layers.Dense(64, activation="relu"),
+                keras.layers.Dense(10),
+            ]
+        )
         model.compile(
             optimizer=keras.optimizers.Adam(1e-2),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

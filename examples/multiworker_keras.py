@@ -40,19 +40,24 @@ def main() -> None:
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype(np.float32).reshape(-1, 8, 8, 1)
     x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, random_state=0)
-    train = (tf.data.Dataset.from_tensor_slices((x_train, y_train))
-             .shuffle(len(x_train), seed=0).batch(args.batch_size))
+    train = (
+        tf.data.Dataset.from_tensor_slices((x_train, y_train))
+        .shuffle(len(x_train), seed=0)
+        .batch(args.batch_size)
+    )
 
     keras.utils.set_random_seed(0)
     with strategy.scope():
-        model = keras.Sequential([
-            keras.Input((8, 8, 1)),
-            keras.layers.Conv2D(16, 3, activation="relu", padding="same"),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Flatten(),
-            keras.layers.Dense(64, activation="relu"),
-            keras.layers.Dense(10),
-        ])
+        model = keras.Sequential(
+            [
+                keras.Input((8, 8, 1)),
+                keras.layers.Conv2D(16, 3, activation="relu", padding="same"),
+                keras.layers.MaxPooling2D(),
+                keras.layers.Flatten(),
+                keras.layers.Dense(64, activation="relu"),
+                keras.layers.Dense(10),
+            ]
+        )
         model.compile(
             optimizer=keras.optimizers.Adam(1e-2),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -49,13 +49,15 @@ def main() -> None:
 
     keras.utils.set_random_seed(0)
     with strategy.scope():
-        model = keras.Sequential([
-            keras.Input((64,)),
-            keras.layers.Dense(128, activation="relu"),
-            keras.layers.Dense(64, activation="relu"),
-            # Logits in float32: a softmax in float16 loses too much.
-            keras.layers.Dense(10, dtype="float32"),
-        ])
+        model = keras.Sequential(
+            [
+                keras.Input((64,)),
+                keras.layers.Dense(128, activation="relu"),
+                keras.layers.Dense(64, activation="relu"),
+                # Logits in float32: a softmax in float16 loses too much.
+                keras.layers.Dense(10, dtype="float32"),
+            ]
+        )
         model.compile(
             optimizer=keras.optimizers.Adam(3e-3),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -68,11 +70,15 @@ def main() -> None:
     logits = model.predict(x_test, batch_size=args.batch_size, verbose=0)
     assert logits.shape == (len(x_test), 10), logits.shape
     acc = float(np.mean(np.argmax(logits, axis=1) == y_test))
-    digest = hashlib.sha256(b"".join(np.ascontiguousarray(w).tobytes()
-                                     for w in model.get_weights())).hexdigest()[:16]
+    digest = hashlib.sha256(
+        b"".join(np.ascontiguousarray(w).tobytes() for w in model.get_weights())
+    ).hexdigest()[:16]
     scale = float(model.optimizer.dynamic_scale.numpy())
-    print(f"result: worker {comm.rank}/{comm.size} loss {hist.history['loss'][-1]:.4f} "
-          f"test_accuracy {acc:.3f} loss_scale {scale:g} weights {digest}", flush=True)
+    print(
+        f"result: worker {comm.rank}/{comm.size} loss {hist.history['loss'][-1]:.4f} "
+        f"test_accuracy {acc:.3f} loss_scale {scale:g} weights {digest}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

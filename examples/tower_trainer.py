@@ -28,7 +28,8 @@ def main() -> None:
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_TOWERS)
+        cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_TOWERS
+    )
 
     import keras
     import numpy as np
@@ -43,12 +44,17 @@ def main() -> None:
     towers = [d.name for d in tf.config.list_logical_devices("CPU")]
 
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu"),
-                              keras.layers.Dense(10)])
+    model = keras.Sequential(
+        [keras.Input((64,)), keras.layers.Dense(128, activation="relu"), keras.layers.Dense(10)]
+    )
     opt = keras.optimizers.SGD(0.1, momentum=0.9)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    ds = (tf.data.Dataset.from_tensor_slices((x_train, y_train.astype(np.int32)))
-          .shuffle(2048, seed=0).repeat().batch(args.batch_size, drop_remainder=True))
+    ds = (
+        tf.data.Dataset.from_tensor_slices((x_train, y_train.astype(np.int32)))
+        .shuffle(2048, seed=0)
+        .repeat()
+        .batch(args.batch_size, drop_remainder=True)
+    )
 
     @tf.function
     def train_step(xb, yb):

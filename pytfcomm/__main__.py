@@ -36,11 +36,17 @@ def tf_ops_info() -> dict[str, object]:
     except ImportError:
         return {"library": "none (built with PYTFCOMM_WITH_TF=OFF)"}
     if built.TF_VERSION and (Path(__file__).parent / "_tf_ops.so").exists():
-        return {"library": "prebuilt", "built_against": built.TF_VERSION,
-                "gpu_kernels": bool(getattr(built, "TF_GPU_KERNELS", False))}
+        return {
+            "library": "prebuilt",
+            "built_against": built.TF_VERSION,
+            "gpu_kernels": bool(getattr(built, "TF_GPU_KERNELS", False)),
+        }
     cuda = bool(_core.build_info().get("cuda"))
-    return {"library": "compiled on first use", "built_against": None,
-            "gpu_kernels": "if TensorFlow is a CUDA build" if cuda else False}
+    return {
+        "library": "compiled on first use",
+        "built_against": None,
+        "gpu_kernels": "if TensorFlow is a CUDA build" if cuda else False,
+    }
 
 
 def info() -> dict[str, object]:

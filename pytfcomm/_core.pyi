@@ -226,13 +226,17 @@ def params() -> list[tuple[str, str]]: ...
 def param_table() -> list[dict[str, str | None]]:
     """Every PYTFCOMM_* variable the core reads (common/param_table.def): name, env, type,
     default, range, read ('init' or 'first use'), doc, value (None when not valid) and error."""
+
 def gpu_info(nccl_candidates: list[str] = ...) -> dict[str, Any]: ...
 def set_nccl_candidates(paths: list[str], /) -> None: ...
 def register_fast_dtype(descr: np.dtype, code: int, /) -> None:
     """Let allreduce_fast take arrays of this dtype object (codes as in _dtypes.py)."""
+
 def shape_digest(shape: Sequence[int]) -> int:
     """zlib.crc32(repr(tuple(shape)).encode()): a collective's shape tag (also the fast path's)."""
+
 def shapes_digest(shapes: Sequence[Sequence[int]]) -> int:
     """zlib.crc32(repr([tuple(s) for s in shapes]).encode()): a fused list's shape tag."""
+
 def error_table() -> list[tuple[str, str, str]]:
     """(ErrorKind enumerator, pytfcomm.errors class, TF status) of every error kind."""

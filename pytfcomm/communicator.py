@@ -46,8 +46,12 @@ def _check_input(x: object, what: str = "input") -> np.ndarray:
 
 
 def _check_out(
-    out: object, like_shape: tuple[int, ...], dtype: np.dtype, x: np.ndarray | None = None,
-    *, in_place: bool = True,
+    out: object,
+    like_shape: tuple[int, ...],
+    dtype: np.dtype,
+    x: np.ndarray | None = None,
+    *,
+    in_place: bool = True,
 ) -> np.ndarray:
     out = _check_input(out, "out")
     if out.dtype != dtype:
@@ -261,7 +265,13 @@ class Communicator:
         alg = algorithm_code(algorithm)
         out = np.empty_like(x) if out is None else _check_out(out, x.shape, x.dtype, x)
         self._core.allreduce(
-            x, out, dtype_code(x.dtype), code, alg, _timeout(timeout), _shape_tag(x.shape),
+            x,
+            out,
+            dtype_code(x.dtype),
+            code,
+            alg,
+            _timeout(timeout),
+            _shape_tag(x.shape),
             _check_name(name),
         )
         return out
@@ -373,7 +383,11 @@ class Communicator:
             if out is not x and self.rank == root:
                 np.copyto(out, x)
         self._core.broadcast(
-            out, dtype_code(out.dtype), int(root), _timeout(timeout), shape_tag(out.shape),
+            out,
+            dtype_code(out.dtype),
+            int(root),
+            _timeout(timeout),
+            shape_tag(out.shape),
             _check_name(name),
         )
         return out
@@ -445,8 +459,12 @@ class Communicator:
         tag = shape_tag((dtype_code(x.dtype), x.ndim, *x.shape[1:]))
         counts = np.empty(self.size, np.int64)
         self._core.allgather(
-            np.array([rows], np.int64), counts, dtype_code(np.dtype(np.int64)),
-            _timeout(timeout), tag, _check_name(name)
+            np.array([rows], np.int64),
+            counts,
+            dtype_code(np.dtype(np.int64)),
+            _timeout(timeout),
+            tag,
+            _check_name(name),
         )
         most, total = int(counts.max()), int(counts.sum())
         out = np.empty((total, *x.shape[1:]), x.dtype)
@@ -465,7 +483,7 @@ class Communicator:
         )
         start = 0
         for r, n in enumerate(counts.tolist()):
-            out[start:start + n] = padded[r * most:r * most + n]
+            out[start : start + n] = padded[r * most : r * most + n]
             start += n
         return out
 
@@ -513,7 +531,12 @@ class Communicator:
             else _check_out(out, shape, x.dtype, x, in_place=False)
         )
         self._core.reduce_scatter(
-            x, out, dtype_code(x.dtype), code, _timeout(timeout), shape_tag(x.shape),
+            x,
+            out,
+            dtype_code(x.dtype),
+            code,
+            _timeout(timeout),
+            shape_tag(x.shape),
             _check_name(name),
         )
         return out

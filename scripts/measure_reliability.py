@@ -33,14 +33,17 @@ def mismatches(runs: int) -> None:
                 ms: list[float] = []
                 types, after = set(), set()
                 for _ in range(runs):
-                    for res in run_ranks(3, "measure_workers:timed_mismatch", case, n, transport,
-                                         timeout=60):
+                    for res in run_ranks(
+                        3, "measure_workers:timed_mismatch", case, n, transport, timeout=60
+                    ):
                         ms.append(res["ms"])
                         types.add(res["type"])
                         after.add(res["after"])
-                print(f"| {case} mismatch, {transport}, {n} float32 | {runs} x 3 ranks | "
-                      f"{span(ms, 'ms')} | {sorted(types)} on every rank; next call "
-                      f"{sorted(after)} |")
+                print(
+                    f"| {case} mismatch, {transport}, {n} float32 | {runs} x 3 ranks | "
+                    f"{span(ms, 'ms')} | {sorted(types)} on every rank; next call "
+                    f"{sorted(after)} |"
+                )
 
 
 def sigint(runs: int) -> None:
@@ -50,8 +53,12 @@ def sigint(runs: int) -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 wd = Path(tmp)
                 procs, results, _ = start_ranks(
-                    2, "interrupt_workers:interrupted_collective", 1 << 18, workdir=wd,
-                    env={"PYTFCOMM_TRANSPORT": transport, "PYTFCOMM_TIMEOUT": "600"})
+                    2,
+                    "interrupt_workers:interrupted_collective",
+                    1 << 18,
+                    workdir=wd,
+                    env={"PYTFCOMM_TRANSPORT": transport, "PYTFCOMM_TIMEOUT": "600"},
+                )
                 while not (wd / "blocked0").exists():
                     time.sleep(0.01)
                 time.sleep(0.5)
@@ -62,9 +69,11 @@ def sigint(runs: int) -> None:
             raised.append((r0["t_raised"] - t) * 1e3)
             told.append(r1["seconds"] * 1e3)
             assert r0["type"] == "KeyboardInterrupt" and r1["type"] == "PeerLostError", out
-        print(f"| SIGINT in a blocked 1 MiB all-reduce, {transport} | {runs} | "
-              f"{span(raised, 'ms')} to KeyboardInterrupt; the peer raises PeerLostError in "
-              f"{span(told, 'ms')} |")
+        print(
+            f"| SIGINT in a blocked 1 MiB all-reduce, {transport} | {runs} | "
+            f"{span(raised, 'ms')} to KeyboardInterrupt; the peer raises PeerLostError in "
+            f"{span(told, 'ms')} |"
+        )
 
 
 def stopped(runs: int) -> None:
@@ -75,17 +84,27 @@ def stopped(runs: int) -> None:
                 with tempfile.TemporaryDirectory() as tmp:
                     wd = Path(tmp)
                     procs, results, _ = start_ranks(
-                        3, "interrupt_workers:stopped_peer", 2, busy, workdir=wd,
-                        env={"PYTFCOMM_TRANSPORT": transport, "PYTFCOMM_TIMEOUT": "600"})
+                        3,
+                        "interrupt_workers:stopped_peer",
+                        2,
+                        busy,
+                        workdir=wd,
+                        env={"PYTFCOMM_TRANSPORT": transport, "PYTFCOMM_TIMEOUT": "600"},
+                    )
                     out = collect_survivors(procs, results, wd, 2, timeout=90)
                 for r in (0, 1):
                     want = "PeerLostError" if busy else "CommClosedError"
                     assert out[r][0] and out[r][1]["type"] == want, out
                     secs.append(out[r][1]["seconds"])
-            what = ("waiting in a collective: PeerLostError" if busy else
-                    "idle: closed in the background, CommClosedError at the next call (12 s later)")
-            print(f"| SIGSTOP, default deadlines, survivors {what}, {transport} | {runs} x 2 | "
-                  f"{span(secs, 's')} | naming the stopped rank |")
+            what = (
+                "waiting in a collective: PeerLostError"
+                if busy
+                else "idle: closed in the background, CommClosedError at the next call (12 s later)"
+            )
+            print(
+                f"| SIGSTOP, default deadlines, survivors {what}, {transport} | {runs} x 2 | "
+                f"{span(secs, 's')} | naming the stopped rank |"
+            )
 
 
 def main() -> None:

@@ -73,8 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         if readme_is_current():
             return 0
-        print("README.md's parameter table differs from the registry: "
-              "run python scripts/param_table.py --write", file=sys.stderr)
+        print(
+            "README.md's parameter table differs from the registry: "
+            "run python scripts/param_table.py --write",
+            file=sys.stderr,
+        )
         return 1
     text = README.read_text(encoding="utf-8")
     README.write_text(rewritten(text, _rows()), encoding="utf-8")

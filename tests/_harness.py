@@ -75,8 +75,16 @@ def start_ranks(
         with open(workdir / f"rank{r}.log", "wb") as log:  # the child keeps its own copy
             procs.append(
                 subprocess.Popen(
-                    [*(per_rank_prefix[r] if per_rank_prefix else []),
-                     sys.executable, str(ENTRY), target, str(r), str(n), addr, *paths],
+                    [
+                        *(per_rank_prefix[r] if per_rank_prefix else []),
+                        sys.executable,
+                        str(ENTRY),
+                        target,
+                        str(r),
+                        str(n),
+                        addr,
+                        *paths,
+                    ],
                     cwd=workdir,  # never the repo root: tests must import the installed package
                     env=child_env,
                     stdout=log,
@@ -102,7 +110,10 @@ def kill_all(procs: list[subprocess.Popen]) -> None:
 
 
 def collect_survivors(
-    procs: list[subprocess.Popen], results: list[Path], workdir: Path, skip: int,
+    procs: list[subprocess.Popen],
+    results: list[Path],
+    workdir: Path,
+    skip: int,
     timeout: float = 60,
 ) -> dict[int, tuple[bool, Any]]:
     """Wait for every rank but ``skip`` (a stopped or dying one), kill all, load results."""
@@ -166,8 +177,15 @@ def run_ranks(
     with tempfile.TemporaryDirectory(prefix="pytfcomm-test-") as tmp:
         workdir = Path(tmp)
         procs, results, _ = start_ranks(
-            n, target, *args, env=env, per_rank_env=per_rank_env, workdir=workdir,
-            host=host, port=port, per_rank_prefix=per_rank_prefix,
+            n,
+            target,
+            *args,
+            env=env,
+            per_rank_env=per_rank_env,
+            workdir=workdir,
+            host=host,
+            port=port,
+            per_rank_prefix=per_rank_prefix,
         )
         outcomes = collect(procs, results, workdir, timeout)
     if allow_failure:

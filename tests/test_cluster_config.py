@@ -200,9 +200,7 @@ def test_names_resolving_to_loopback_are_loopback(
     assert len(asked) == n  # literals and non-names are never looked up
 
 
-def test_one_node_slurm_job_on_a_loopback_name_needs_no_secret(
-    fake_dns: FakeDns, env: Env
-) -> None:
+def test_one_node_slurm_job_on_a_loopback_name_needs_no_secret(fake_dns: FakeDns, env: Env) -> None:
     """srun on a one-node cluster names the node, which /etc/hosts maps to loopback."""
     fake_dns.table["vm"] = ["127.0.1.1"]
     spec = env(SLURM_STEP_ID="0", SLURM_JOB_ID="9", SLURM_STEP_NODELIST="vm",
@@ -485,8 +483,10 @@ def test_tf_config_parameter_servers_are_refused(env: Env, ttype: str, index: in
         (tf({"chief": ["a:1", "b:1"], "worker": []}), ("cluster.chief has 2 entries",)),
         (tf({"evaluator": ["e:1"]}, "worker"), ('no "chief" or "worker"',)),
         (tf({"worker": ["a:1"]}, "boss"), ("task.type is 'boss'", '"chief" or "worker"')),
-        (tf({"worker": ["a:1"], "ps": []}, "ps"),
-         ("task.type is 'ps'", "docs/migrating.md#no-parameter-servers")),
+        (
+            tf({"worker": ["a:1"], "ps": []}, "ps"),
+            ("task.type is 'ps'", "docs/migrating.md#no-parameter-servers"),
+        ),
         (tf({"worker": ["a:1"]}, "worker", "x"), ("task.index is 'x'",)),
         (tf({"worker": ["a:1"]}, "worker", None), ("task.index is missing",)),
         (

@@ -11,8 +11,17 @@ from pytfcomm import _core, _dtypes
 
 # Wire values: they travel in frame headers and negotiation records.
 WIRE = {
-    _core.DType: ["float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32", "int64",
-                  "bool"],
+    _core.DType: [
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "int8",
+        "uint8",
+        "int32",
+        "int64",
+        "bool",
+    ],
     _core.ReduceOp: ["sum", "mean", "min", "max", "prod"],
     _core.Algorithm: ["auto", "ring", "hierarchical", "recursive_doubling", "oneshot"],
 }

@@ -15,8 +15,6 @@ def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return request.param
 
 
-
-
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 def test_allreduce_every_dtype_op_size(n: int) -> None:
     results = run_ranks(

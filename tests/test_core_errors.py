@@ -177,7 +177,10 @@ LOST_RANK_2 = re.compile(r"rank 2 \(127\.0\.0\.1[:,)]")
 @pytest.mark.parametrize("transport", ["tcp", "shm"])
 def test_killed_peer_is_detected_at_once(transport: str) -> None:
     outcomes = run_ranks(
-        3, "error_workers:peer_dies", timeout=60, allow_failure=True,
+        3,
+        "error_workers:peer_dies",
+        timeout=60,
+        allow_failure=True,
         env={"PYTFCOMM_TRANSPORT": transport},
     )
     for r in range(2):

@@ -20,8 +20,6 @@ def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return request.param
 
 
-
-
 @pytest.mark.parametrize("n", [2, 3])
 def test_many_every_op_dtype_threshold(n: int) -> None:
     check_matrix(run_ranks(n, "fusion_workers:many_matrix", THRESHOLDS, False, timeout=240))

@@ -17,21 +17,30 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LAUNCHER = Path(sys.executable).with_name("pytfcomm-run")
 
 
-def _run_under_launcher(cwd: Path, script: str, *args: str, np_: int = 2,
-                        timeout: float = 240) -> str:
+def _run_under_launcher(
+    cwd: Path, script: str, *args: str, np_: int = 2, timeout: float = 240
+) -> str:
     env = dict(os.environ, PYTFCOMM_TIMEOUT="60")
     proc = subprocess.run(
         [str(LAUNCHER), "-np", str(np_), sys.executable, str(EXAMPLES / script), *args],
-        cwd=cwd, env=env, capture_output=True,
-        text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return proc.stdout
 
 
 def test_multiworker_mixed_precision(tmp_path):
     out = _run_under_launcher(tmp_path, "multiworker_mixed_precision.py", "--epochs", "2")
-    results = re.findall(r"result: worker (\d)/2 loss ([\d.]+) test_accuracy ([\d.]+) "
-                         r"loss_scale (\S+) weights ([0-9a-f]{16})", out)
+    results = re.findall(
+        r"result: worker (\d)/2 loss ([\d.]+) test_accuracy ([\d.]+) "
+        r"loss_scale (\S+) weights ([0-9a-f]{16})",
+        out,
+    )
     assert sorted(r[0] for r in results) == ["0", "1"], out[-3000:]
     assert len({r[4] for r in results}) == 1, f"workers' weights differ: {results}"
     assert len({r[1] for r in results}) == 1

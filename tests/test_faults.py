@@ -47,8 +47,14 @@ def _run_until_survivors_finish(
     with tempfile.TemporaryDirectory(prefix="pytfcomm-fault-") as tmp:
         workdir = Path(tmp)
         procs, results, _ = start_ranks(
-            n, "fault_workers:fault", kind, timeout, victim, workdir=workdir,
-            env=env, per_rank_env=per_rank_env,
+            n,
+            "fault_workers:fault",
+            kind,
+            timeout,
+            victim,
+            workdir=workdir,
+            env=env,
+            per_rank_env=per_rank_env,
         )
         outcomes = collect_survivors(procs, results, workdir, victim)
     return [outcomes[r] for r in range(n)]

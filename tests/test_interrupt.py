@@ -33,7 +33,10 @@ def test_ctrl_c_in_a_blocked_collective(transport: str, n: int) -> None:
     with tempfile.TemporaryDirectory(prefix="pytfcomm-sigint-") as tmp:
         workdir = Path(tmp)
         procs, results, _ = start_ranks(
-            2, "interrupt_workers:interrupted_collective", n, workdir=workdir,
+            2,
+            "interrupt_workers:interrupted_collective",
+            n,
+            workdir=workdir,
             env={"PYTFCOMM_TRANSPORT": transport, "PYTFCOMM_TIMEOUT": "600"},
         )
         t_sent = _signal_when_blocked(workdir, procs[0].pid)
@@ -56,7 +59,9 @@ def test_ctrl_c_in_init() -> None:
     with tempfile.TemporaryDirectory(prefix="pytfcomm-sigint-") as tmp:
         workdir = Path(tmp)
         procs, results, _ = start_ranks(
-            2, "interrupt_workers:interrupted_init", workdir=workdir,
+            2,
+            "interrupt_workers:interrupted_init",
+            workdir=workdir,
             env={"PYTFCOMM_CONNECT_TIMEOUT": "600"},
         )
         procs[1].kill()  # rank 1 never joins

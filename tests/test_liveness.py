@@ -21,7 +21,11 @@ def test_stopped_peer_is_named_within_the_liveness_timeout(transport: str, busy:
     with tempfile.TemporaryDirectory(prefix="pytfcomm-liveness-") as tmp:
         workdir = Path(tmp)
         procs, results, _ = start_ranks(
-            3, "interrupt_workers:stopped_peer", VICTIM, busy, workdir=workdir,
+            3,
+            "interrupt_workers:stopped_peer",
+            VICTIM,
+            busy,
+            workdir=workdir,
             # The defaults a user has: no deadline of ours shorter than 600 s.
             env={"PYTFCOMM_TRANSPORT": transport, "PYTFCOMM_TIMEOUT": "600"},
         )

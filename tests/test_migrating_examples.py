@@ -31,17 +31,28 @@ RESULT_RE = re.compile(r"^(?:\[(\d+)\] )?RESULT (\S+) (ok|FAILED)(.*)$", re.MULT
 
 def _env(**extra: str) -> dict[str, str]:
     """This environment minus any job description, so a run is one process unless launched."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTFCOMM_", "SLURM_", "OMPI_", "PMI", "TF_CONFIG"))}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTFCOMM_CONNECT_TIMEOUT="60", PYTFCOMM_TIMEOUT="60",
-               **extra)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTFCOMM_", "SLURM_", "OMPI_", "PMI", "TF_CONFIG"))
+    }
+    env.update(
+        TF_CPP_MIN_LOG_LEVEL="2", PYTFCOMM_CONNECT_TIMEOUT="60", PYTFCOMM_TIMEOUT="60", **extra
+    )
     return env
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> str:
     """Run to completion within TIMEOUT; return stdout; fail with both streams' tails."""
-    proc = subprocess.Popen(argv, cwd=cwd, env=env or _env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env or _env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -49,7 +60,8 @@ def _run(argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -
         out, err = proc.communicate(timeout=30)
         pytest.fail(f"{argv} ran past {TIMEOUT} s\nstdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}")
     assert proc.returncode == 0, (
-        f"{argv} exited {proc.returncode}\nstdout:\n{out[-4000:]}\nstderr:\n{err[-4000:]}")
+        f"{argv} exited {proc.returncode}\nstdout:\n{out[-4000:]}\nstderr:\n{err[-4000:]}"
+    )
     return out
 
 
@@ -91,8 +103,9 @@ def test_ps_worker_tf1_becomes_graph_mode_allreduce() -> None:
     fields = _same_on_every_worker(_results(out, "ps_worker_tf1"), 2)
     assert fields["steps"] == "20"
     _trained(fields)
-    assert re.search(r"^\[0\] rank 0 checkpoint: .*model\.ckpt-20 \(global_step 20\)$", out,
-                     re.MULTILINE), out[-2000:]
+    assert re.search(
+        r"^\[0\] rank 0 checkpoint: .*model\.ckpt-20 \(global_step 20\)$", out, re.MULTILINE
+    ), out[-2000:]
 
 
 def test_tower_trainer_tf1_uses_pytfcomm_average_gradients() -> None:
@@ -112,18 +125,22 @@ def test_central_storage_becomes_mirrored_with_ring_allreduce() -> None:
 
 
 def test_parameter_server_becomes_synchronous_and_evaluator_reads_checkpoints(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     ckpt = tmp_path / "ckpt"
     out = _run(_launch(2, "parameter_server.py", "--steps", "10", "--ckpt-dir", str(ckpt)))
     fields = _same_on_every_worker(_results(out, "parameter_server"), 2)
     _trained(fields)
     assert (ckpt / "ckpt-10.index").is_file(), sorted(p.name for p in ckpt.iterdir())
     # The sidecar: TF_CONFIG says "evaluator"; it never joins pytfcomm (init() would refuse).
-    tf_config = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"],
-                             "evaluator": ["127.0.0.1:3"]},
-                 "task": {"type": "evaluator", "index": 0}}
-    out = _run(_example("parameter_server.py", "--ckpt-dir", str(ckpt), "--eval-timeout", "1"),
-               env=_env(TF_CONFIG=json.dumps(tf_config)))
+    tf_config = {
+        "cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "evaluator": ["127.0.0.1:3"]},
+        "task": {"type": "evaluator", "index": 0},
+    }
+    out = _run(
+        _example("parameter_server.py", "--ckpt-dir", str(ckpt), "--eval-timeout", "1"),
+        env=_env(TF_CONFIG=json.dumps(tf_config)),
+    )
     evaluated = _results(out, "parameter_server_eval")[0]
     assert evaluated["checkpoints"] == "1"
     assert evaluated["eval_loss"] == fields["eval_loss"]  # the chief's final weights

@@ -58,9 +58,17 @@ def test_hierarchical_across_two_simulated_hosts(ranks, two_hosts):
     prefix = [["ip", "netns", "exec", ns[r // 2]] for r in range(4)]
     env = {"PYTFCOMM_SECRET": uuid.uuid4().hex * 2}  # non-loopback: a secret is required
     per_rank_env = [{"PYTFCOMM_HOST_ID": f"simulated-host-{r // 2}"} for r in range(4)]
-    outs = ranks(4, "netns_workers:topology_and_allreduce", [0, 1, 7, 1000, 65536 + 3],
-                 timeout=240, env=env, per_rank_env=per_rank_env, host=f"{SUBNET}.1",
-                 port=free_port(), per_rank_prefix=prefix)
+    outs = ranks(
+        4,
+        "netns_workers:topology_and_allreduce",
+        [0, 1, 7, 1000, 65536 + 3],
+        timeout=240,
+        env=env,
+        per_rank_env=per_rank_env,
+        host=f"{SUBNET}.1",
+        port=free_port(),
+        per_rank_prefix=prefix,
+    )
     for r, o in enumerate(outs):
         assert o["topology"]["num_hosts"] == 2, o["topology"]
         assert o["topology"]["local_size"] == 2
@@ -80,9 +88,17 @@ def test_multi_stream_tcp_across_two_simulated_hosts(ranks, two_hosts):
         "PYTFCOMM_TCP_STRIPE_BYTES": "8192",
     }
     per_rank_env = [{"PYTFCOMM_HOST_ID": f"simulated-host-{r // 2}"} for r in range(4)]
-    outs = ranks(4, "stream_workers:matrix_and_sockets", [0, 7, 65536 + 3],
-                 timeout=240, env=env, per_rank_env=per_rank_env, host=f"{SUBNET}.1",
-                 port=free_port(), per_rank_prefix=prefix)
+    outs = ranks(
+        4,
+        "stream_workers:matrix_and_sockets",
+        [0, 7, 65536 + 3],
+        timeout=240,
+        env=env,
+        per_rank_env=per_rank_env,
+        host=f"{SUBNET}.1",
+        port=free_port(),
+        per_rank_prefix=prefix,
+    )
     check_matrix(outs)
     for o in outs:
         assert o["big_ok"]

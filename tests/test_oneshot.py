@@ -62,8 +62,9 @@ def test_refused_over_the_limit(transport: str) -> None:
 
 def test_runs_over_tcp_too() -> None:
     """Inputs travel with the negotiation frames: no shared memory needed."""
-    results = run_ranks(3, "oneshot_workers:algorithms_picked", [4, 4096], env={
-        "PYTFCOMM_TRANSPORT": "tcp"})
+    results = run_ranks(
+        3, "oneshot_workers:algorithms_picked", [4, 4096], env={"PYTFCOMM_TRANSPORT": "tcp"}
+    )
     for res in results:
         assert res["ok"], res
         assert res["picked"] == {4: "oneshot", 4096: "oneshot"}, res

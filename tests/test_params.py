@@ -44,25 +44,39 @@ def test_every_row_is_complete() -> None:
     envs = [r["env"] for r in rows]
     assert len(envs) == len(set(envs))
     for r in rows:
-        assert set(r) == {"name", "env", "type", "default", "range", "read", "doc", "value",
-                          "error"}, r
+        assert set(r) == {
+            "name",
+            "env",
+            "type",
+            "default",
+            "range",
+            "read",
+            "doc",
+            "value",
+            "error",
+        }, r
         assert r["env"].startswith("PYTFCOMM_") and r["doc"] and r["range"], r
         assert r["type"] in ("int", "float", "choice", "path", "flag", "bool"), r
         assert r["read"] in ("init", "first use"), r
     # Once read outside the registry: they are in it now.
-    for name in ("PYTFCOMM_LOCAL_THREADS", "PYTFCOMM_LOCAL_CHUNK_BYTES", "PYTFCOMM_REDUCE_ISA",
-                 "PYTFCOMM_GPU_TRANSPORT", "PYTFCOMM_GPU_STAGE_BYTES", "PYTFCOMM_GPU_VERIFY",
-                 "PYTFCOMM_CUDA_DRIVER", "PYTFCOMM_NCCL_LIBRARY", "PYTFCOMM_YIELD_SPIN_US",
-                 "PYTFCOMM_NO_YIELD", "PYTFCOMM_YIELD"):
+    for name in (
+        "PYTFCOMM_LOCAL_THREADS",
+        "PYTFCOMM_LOCAL_CHUNK_BYTES",
+        "PYTFCOMM_REDUCE_ISA",
+        "PYTFCOMM_GPU_TRANSPORT",
+        "PYTFCOMM_GPU_STAGE_BYTES",
+        "PYTFCOMM_GPU_VERIFY",
+        "PYTFCOMM_CUDA_DRIVER",
+        "PYTFCOMM_NCCL_LIBRARY",
+        "PYTFCOMM_YIELD_SPIN_US",
+        "PYTFCOMM_NO_YIELD",
+        "PYTFCOMM_YIELD",
+    ):
         assert name in envs, name
 
 
 def test_defaults_in_a_clean_environment() -> None:
-    code = (
-        "import json\n"
-        "from pytfcomm import _core\n"
-        "print(json.dumps(_core.param_table()))\n"
-    )
+    code = "import json\nfrom pytfcomm import _core\nprint(json.dumps(_core.param_table()))\n"
     for r in json.loads(_run(code, _clean_env())):
         assert r["error"] is None and r["value"] == r["default"], r
 
@@ -101,8 +115,12 @@ def test_bad_values_fail_init_naming_variable_value_and_range() -> None:
     )
     cases = json.dumps([(name, value) for name, value, _ in BAD])
     out = subprocess.run(
-        [sys.executable, "-c", code, cases], env=_clean_env(), capture_output=True, text=True,
-        timeout=120, cwd="/",
+        [sys.executable, "-c", code, cases],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
     )
     lines = out.stdout.splitlines()
     assert len(lines) == len(BAD) + 1 and lines[-1] == "CLEAN OK", out.stdout + out.stderr
@@ -112,11 +130,17 @@ def test_bad_values_fail_init_naming_variable_value_and_range() -> None:
 
 
 def test_info_shows_every_variable_and_a_bad_one_without_failing() -> None:
-    env = _clean_env(PYTFCOMM_LOCAL_THREADS="lots", PYTFCOMM_REDUCE_ISA="generic",
-                     PYTFCOMM_TIMEOUT="7")
+    env = _clean_env(
+        PYTFCOMM_LOCAL_THREADS="lots", PYTFCOMM_REDUCE_ISA="generic", PYTFCOMM_TIMEOUT="7"
+    )
     out = subprocess.run(
-        [sys.executable, "-m", "pytfcomm", "info", "--json"], env=env, capture_output=True,
-        text=True, timeout=60, cwd="/", check=True,
+        [sys.executable, "-m", "pytfcomm", "info", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        check=True,
     )
     data = json.loads(out.stdout)
     assert set(data["params"]) == {r["env"] for r in _core.param_table()}

@@ -144,8 +144,7 @@ class SlurmCluster:
                 pytest.skip(f"`ip {' '.join(step)}` failed: {r.stderr.strip()}")
         # This machine's name (slurmctld checks it) and the node's.
         self.hosts.write_text(
-            f"127.0.0.1 localhost {socket.gethostname()}\n::1 localhost\n"
-            f"{self.addr} {self.node}\n"
+            f"127.0.0.1 localhost {socket.gethostname()}\n::1 localhost\n{self.addr} {self.node}\n"
         )
 
     def _files(self) -> None:

@@ -46,8 +46,11 @@ def test_waiting_ranks_name_the_late_rank(transport: str) -> None:
             continue
         # The late rank has not asked for the all-reduce yet: the others wait
         # for it in the negotiation, and name the call they wait in.
-        warnings = [line for line in logs[r].splitlines()
-                    if "stall: negotiating round" in line and "allreduce #1 of MainThread" in line]
+        warnings = [
+            line
+            for line in logs[r].splitlines()
+            if "stall: negotiating round" in line and "allreduce #1 of MainThread" in line
+        ]
         assert warnings, f"rank {r} logged no stall warning:\n{logs[r]}"
         first = warnings[0]
         assert f"[pytfcomm WARN rank {r}]" in first, first

@@ -95,7 +95,11 @@ def test_bad_stream_counts_are_config_errors(value: str) -> None:
 @pytest.mark.parametrize("env", [{}, {"PYTFCOMM_TCP_STREAMS": "auto"}])
 def test_auto_uses_four_connections_per_pair_of_hosts_in_small_jobs(env: dict) -> None:
     results = run_ranks(
-        4, "stream_workers:matrix_and_sockets", [5], env=env, per_rank_env=two_hosts(4),
+        4,
+        "stream_workers:matrix_and_sockets",
+        [5],
+        env=env,
+        per_rank_env=two_hosts(4),
         timeout=240,
     )
     check_matrix(results)

@@ -14,14 +14,25 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-ENTRY_POINTS = ["allreduce", "allgather", "broadcast", "allreduce_gradients", "gradient_tape",
-                "keras_optimizer", "broadcast_variables", "average_gradients",
-                "cross_device_ops", "strategy_reduce"]
+ENTRY_POINTS = [
+    "allreduce",
+    "allgather",
+    "broadcast",
+    "allreduce_gradients",
+    "gradient_tape",
+    "keras_optimizer",
+    "broadcast_variables",
+    "average_gradients",
+    "cross_device_ops",
+    "strategy_reduce",
+]
 
 
 def _says_closed(outcome: dict) -> bool:
-    return (outcome["raised"] in ("CommClosedError", "FailedPreconditionError")
-            and "closed" in outcome["message"].lower())
+    return (
+        outcome["raised"] in ("CommClosedError", "FailedPreconditionError")
+        and "closed" in outcome["message"].lower()
+    )
 
 
 def _check(res: dict) -> None:
@@ -55,8 +66,14 @@ def test_after_a_deadline_closed_it(ranks):
 
 
 def test_after_a_lost_peer_closed_it(ranks):
-    outs = ranks(2, "closed_workers:after_close", "peer_exit", timeout=240,
-                 allow_failure=True, env={"PYTFCOMM_TIMEOUT": "30"})
+    outs = ranks(
+        2,
+        "closed_workers:after_close",
+        "peer_exit",
+        timeout=240,
+        allow_failure=True,
+        env={"PYTFCOMM_TIMEOUT": "30"},
+    )
     ok, res = outs[0]
     assert ok, res
     assert res["after"]["closed_by"]["raised"] == "PeerLostError", res["after"]["closed_by"]

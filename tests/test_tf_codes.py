@@ -23,8 +23,9 @@ def replicas():
     return out
 
 
-@pytest.mark.parametrize("algorithm", ["auto", "ring", "hierarchical", "recursive_doubling",
-                                       "oneshot"])
+@pytest.mark.parametrize(
+    "algorithm", ["auto", "ring", "hierarchical", "recursive_doubling", "oneshot"]
+)
 def test_every_core_algorithm_is_accepted(algorithm: str) -> None:
     out = ptf.allreduce(replicas(), algorithm=algorithm)
     np.testing.assert_array_equal(out[1].numpy(), [2.0, 1.0])

@@ -34,8 +34,9 @@ def _pr(vals):
 
 
 def slices(i):
-    return tf.IndexedSlices(tf.fill([2, 3], float(i + 1)), tf.constant([i, 0], tf.int64),
-                            tf.constant([5, 3], tf.int64))
+    return tf.IndexedSlices(
+        tf.fill([2, 3], float(i + 1)), tf.constant([i, 0], tf.int64), tf.constant([5, 3], tf.int64)
+    )
 
 
 def dense(v):
@@ -93,8 +94,7 @@ def test_options_bytes_per_pack_and_timeout():
     before = ptf.counters()["fused_packs"]
     ops.batch_reduce(SUM, pairs)
     mid = ptf.counters()["fused_packs"]
-    opts = tf.distribute.experimental.CommunicationOptions(bytes_per_pack=512,
-                                                           timeout_seconds=30)
+    opts = tf.distribute.experimental.CommunicationOptions(bytes_per_pack=512, timeout_seconds=30)
     out = ops.batch_reduce(SUM, pairs, options=opts)
     after = ptf.counters()["fused_packs"]
     assert (mid - before, after - mid) == (1, 4)  # 8 x 256 B: all fused, then 2 per pack

@@ -38,9 +38,9 @@ pytest.importorskip("tensorflow")
 SUBNET = "10.232.0"
 PROBE = TESTS / "workers" / "exposure_probe.py"
 MARKER = "pytfcomm-exposure-marker"
-READY_S = 180   # both workers built the strategy and trained one epoch
-PROBE_S = 60    # the whole probe, every target
-FINISH_S = 90   # the workers stop after `stop` appears
+READY_S = 180  # both workers built the strategy and trained one epoch
+PROBE_S = 60  # the whole probe, every target
+FINISH_S = 90  # the workers stop after `stop` appears
 
 
 @pytest.fixture
@@ -137,8 +137,10 @@ def _wait_ready(procs: list[subprocess.Popen], workdir: Path) -> list[int]:
         if dead:
             break
         time.sleep(0.2)
-    logs = "\n".join(f"--- rank {r}:\n" + (workdir / f"rank{r}.log").read_text(
-        errors="replace")[-3000:] for r in range(len(procs)))
+    logs = "\n".join(
+        f"--- rank {r}:\n" + (workdir / f"rank{r}.log").read_text(errors="replace")[-3000:]
+        for r in range(len(procs))
+    )
     raise AssertionError(f"the workers did not start training within {READY_S} s:\n{logs}")
 
 
@@ -146,9 +148,13 @@ def _probe(prefix: list[str], workdir: Path, targets: list[str]) -> dict[str, di
     out = workdir / "probe.jsonl"
     secret_file = workdir / "on-the-worker.txt"
     secret_file.write_text(MARKER)
-    proc = subprocess.Popen([*prefix, sys.executable, str(PROBE), str(out), str(secret_file),
-                             *targets], cwd=workdir, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [*prefix, sys.executable, str(PROBE), str(out), str(secret_file), *targets],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         proc.wait(timeout=PROBE_S)
     except subprocess.TimeoutExpired:
@@ -159,15 +165,27 @@ def _probe(prefix: list[str], workdir: Path, targets: list[str]) -> dict[str, di
     return {rec["target"]: rec for rec in map(json.loads, lines)}
 
 
-def _run_and_probe(hosts: list[str], worker_prefix: list[list[str]] | None,
-                   probe_prefix: list[str], env: dict[str, str]) -> dict:
+def _run_and_probe(
+    hosts: list[str],
+    worker_prefix: list[list[str]] | None,
+    probe_prefix: list[str],
+    env: dict[str, str],
+) -> dict:
     tf_ports = [free_port() for _ in hosts]
     with tempfile.TemporaryDirectory(prefix="pytfcomm-exposure-") as tmp:
         workdir = Path(tmp)
         procs, results, _ = start_ranks(
-            len(hosts), "exposure_workers:fit_while_probed", hosts, tf_ports, 240.0,
-            env=env, workdir=workdir, host=hosts[0], port=free_port(),
-            per_rank_prefix=worker_prefix)
+            len(hosts),
+            "exposure_workers:fit_while_probed",
+            hosts,
+            tf_ports,
+            240.0,
+            env=env,
+            workdir=workdir,
+            host=hosts[0],
+            port=free_port(),
+            per_rank_prefix=worker_prefix,
+        )
         ok = False
         try:
             pids = _wait_ready(procs, workdir)
@@ -189,18 +207,25 @@ def _run_and_probe(hosts: list[str], worker_prefix: list[list[str]] | None,
             outcomes = collect(procs, results, workdir, FINISH_S)
     bad = {r: o[1] for r, o in outcomes.items() if not o[0]}
     assert not bad, "\n".join(f"--- rank {r}:\n{t}" for r, t in bad.items())
-    return {"listeners": seen, "probed": probed, "targets": sorted(targets),
-            "tf_ports": tf_ports, "results": [outcomes[r][1] for r in range(len(hosts))]}
+    return {
+        "listeners": seen,
+        "probed": probed,
+        "targets": sorted(targets),
+        "tf_ports": tf_ports,
+        "results": [outcomes[r][1] for r in range(len(hosts))],
+    }
 
 
 def _check(run: dict, hosts: list[str]) -> None:
     listening = run["listeners"]
     wildcard = {r: [s for s in socks if _is_wildcard(s[0])] for r, socks in listening.items()}
     assert not any(wildcard.values()), (
-        f"workers listen on the wildcard address: {wildcard} (all listeners: {listening})")
+        f"workers listen on the wildcard address: {wildcard} (all listeners: {listening})"
+    )
     for r, socks in listening.items():
         assert all(ip == hosts[r] for ip, _ in socks), (
-            f"worker {r} listens on {socks}, beyond its configured address {hosts[r]}")
+            f"worker {r} listens on {socks}, beyond its configured address {hosts[r]}"
+        )
     ran = {t: rec for t, rec in run["probed"].items() if rec.get("ran")}
     assert not ran, f"an outsider ran TF ops on the workers: {ran}"
     # The job itself trained: several epochs, identical weights on both workers.
@@ -215,8 +240,9 @@ def test_strategy_exposes_nothing_to_another_namespace(three_hosts):
     ns = three_hosts
     hosts = [f"{SUBNET}.1", f"{SUBNET}.2"]
     env = {"PYTFCOMM_SECRET": uuid.uuid4().hex * 2}  # non-loopback: a secret is required
-    run = _run_and_probe(hosts, [["ip", "netns", "exec", n] for n in ns[:2]],
-                         ["ip", "netns", "exec", ns[2]], env)
+    run = _run_and_probe(
+        hosts, [["ip", "netns", "exec", n] for n in ns[:2]], ["ip", "netns", "exec", ns[2]], env
+    )
     print(json.dumps({k: run[k] for k in ("listeners", "probed", "tf_ports")}, default=str))
     _check(run, hosts)
 

@@ -50,11 +50,17 @@ CHILD = textwrap.dedent(
 
 def test_first_use_build_compiles_loads_and_reports(tmp_path: Path) -> None:
     env = dict(
-        os.environ, PYTFCOMM_TF_BUILD="always", PYTFCOMM_CACHE_DIR=str(tmp_path),
+        os.environ,
+        PYTFCOMM_TF_BUILD="always",
+        PYTFCOMM_CACHE_DIR=str(tmp_path),
         TF_CPP_MIN_LOG_LEVEL="3",
     )
     res = subprocess.run(
-        [sys.executable, "-c", CHILD], env=env, cwd=tmp_path, capture_output=True, text=True,
+        [sys.executable, "-c", CHILD],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
         timeout=600,
         check=False,
     )

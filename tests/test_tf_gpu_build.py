@@ -57,8 +57,13 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert r.returncode == 0, f"configure failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
     assert "the TF op library gets GPU kernels" in r.stdout, r.stdout[-3000:]
     jobs = str(os.cpu_count() or 2)
-    r = subprocess.run(["cmake", "--build", str(out), "--target", "_core", "_tf_ops", "-j", jobs],
-                       capture_output=True, text=True, timeout=BUILD_TIMEOUT, env=env)
+    r = subprocess.run(
+        ["cmake", "--build", str(out), "--target", "_core", "_tf_ops", "-j", jobs],
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        env=env,
+    )
     assert r.returncode == 0, f"build failed:\n{r.stdout[-6000:]}\n{r.stderr[-4000:]}"
     return out
 
@@ -66,23 +71,38 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def package(build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A pytfcomm package made of this checkout's Python files and the libraries just built."""
-    libs = [*build.glob("_core*.so"), build / "libpytfcomm_core.so", build / "_tf_ops.so",
-            build / "_tf_build_info.py"]
+    libs = [
+        *build.glob("_core*.so"),
+        build / "libpytfcomm_core.so",
+        build / "_tf_ops.so",
+        build / "_tf_build_info.py",
+    ]
     return make_package(tmp_path_factory.mktemp("tf-gpu-pkg"), libs)
 
 
 def _run(package: Path, code: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(package), TF_CPP_MIN_LOG_LEVEL="3",
-               PYTFCOMM_CUDA_DRIVER="/nonexistent/libcuda.so.1")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=180, cwd=package, env=env)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(package),
+        TF_CPP_MIN_LOG_LEVEL="3",
+        PYTFCOMM_CUDA_DRIVER="/nonexistent/libcuda.so.1",
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=package,
+        env=env,
+    )
 
 
 def test_links_no_cuda_library_and_resolves_every_symbol(build: Path) -> None:
     lib = build / "_tf_ops.so"
     out = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True, check=True)
-    needed = [line.split("[")[-1].rstrip("]") for line in out.stdout.splitlines()
-              if "(NEEDED)" in line]
+    needed = [
+        line.split("[")[-1].rstrip("]") for line in out.stdout.splitlines() if "(NEEDED)" in line
+    ]
     assert "libtensorflow_framework.so.2" in needed and "libpytfcomm_core.so" in needed, needed
     assert not [n for n in needed if n.startswith(("libcuda", "libcudart", "libnccl"))], needed
     import tensorflow as tf
@@ -116,11 +136,19 @@ print(json.dumps(res))
 
 
 def test_info_reports_gpu_kernels(package: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "pytfcomm", "info", "--json"], capture_output=True,
-                       text=True, timeout=120, cwd=package,
-                       env=dict(os.environ, PYTHONPATH=str(package)))
+    r = subprocess.run(
+        [sys.executable, "-m", "pytfcomm", "info", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=package,
+        env=dict(os.environ, PYTHONPATH=str(package)),
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert data["tf_ops"] == {"library": "prebuilt", "built_against": data["tensorflow"],
-                              "gpu_kernels": True}, data["tf_ops"]
+    assert data["tf_ops"] == {
+        "library": "prebuilt",
+        "built_against": data["tensorflow"],
+        "gpu_kernels": True,
+    }, data["tf_ops"]
     assert data["cuda"] is True

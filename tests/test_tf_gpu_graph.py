@@ -117,16 +117,25 @@ def test_only_one_source_includes_tf_internals():
 
     tf_dir = Path(__file__).resolve().parents[1] / "csrc" / "tf"
     users = sorted(
-        f.name for f in [*tf_dir.glob("*.cc"), *tf_dir.glob("*.h")]
-        if any(line.startswith(("#include \"xla/", "#include \"tsl/", "#include \"third_party/"))
-               for line in f.read_text().splitlines())
+        f.name
+        for f in [*tf_dir.glob("*.cc"), *tf_dir.glob("*.h")]
+        if any(
+            line.startswith(('#include "xla/', '#include "tsl/', '#include "third_party/'))
+            for line in f.read_text().splitlines()
+        )
     )
     assert users == ["tf_gpu_stream.cc"], users
 
 
 def test_cpu_build_reports_no_gpu_kernels():
     assert ptf.has_gpu_kernels() is False
-    r = subprocess.run([sys.executable, "-m", "pytfcomm", "info", "--json"], capture_output=True,
-                       text=True, timeout=120, cwd="/", check=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytfcomm", "info", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        check=True,
+    )
     tf_ops = json.loads(r.stdout)["tf_ops"]
     assert tf_ops["gpu_kernels"] is False, tf_ops

@@ -44,6 +44,7 @@ def test_mean_matches_tf(ranks, workers, ndev):
                 dtype, got = o[f"{path}/{name}"]
                 assert dtype == want_dtype, (r, path, name, dtype)
                 for g in got if isinstance(got, list) else [got]:
-                    np.testing.assert_allclose(g, want, rtol=1e-6,
-                                               err_msg=f"worker {r} {path} {name}")
+                    np.testing.assert_allclose(
+                        g, want, rtol=1e-6, err_msg=f"worker {r} {path} {name}"
+                    )
         assert np.isinf(o["reduce/float16"][1][0]), "a float16 sum that overflows is inf in TF"

@@ -26,8 +26,7 @@ def test_large_outputs_reuse_cached_buffers_without_aliasing(ranks):
 
 def test_tf_keras_fit_with_one_inter_op_thread(ranks):
     pytest.importorskip("tf_keras")
-    (out,) = ranks(1, "tf_workers:legacy_keras_fit", timeout=240,
-                   env={"TF_USE_LEGACY_KERAS": "1"})
+    (out,) = ranks(1, "tf_workers:legacy_keras_fit", timeout=240, env={"TF_USE_LEGACY_KERAS": "1"})
     assert out["keras_module"].startswith("tf_keras")
     assert out["counters"]["allreduce_ops"] > 0
     assert out["diff"] < 1e-5

@@ -25,8 +25,13 @@ def _same_everywhere(outs: list[dict], key: str) -> list[np.ndarray]:
     return first
 
 
-def _close_to_reference(weights: list[np.ndarray], ref: list[np.ndarray], what: str,
-                        rtol: float = RTOL, atol: float = ATOL) -> None:
+def _close_to_reference(
+    weights: list[np.ndarray],
+    ref: list[np.ndarray],
+    what: str,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+) -> None:
     assert len(weights) == len(ref)
     moved = max(float(np.max(np.abs(r))) for r in ref)
     assert moved > 0
@@ -48,16 +53,18 @@ def test_multiworker_strategy_matches_single_process(ranks, workers, ndev):
         _check_beyond_fit(outs, workers, ndev)
 
 
-def _check_beyond_fit(outs: list[dict], workers: int, ndev: int,
-                      tasks: list[tuple[str, int]] | None = None) -> None:
+def _check_beyond_fit(
+    outs: list[dict], workers: int, ndev: int, tasks: list[tuple[str, int]] | None = None
+) -> None:
     """evaluate/predict/gather/sharding/checkpoints: see multiworker_workers._beyond_fit."""
     replicas = workers * ndev
     tasks = tasks or [("worker", r) for r in range(workers)]
     seen: list[int] = []
     for r, o in enumerate(outs):
         # No TF server: the replicas are this process's own devices.
-        assert o["devices"] == [f"/job:localhost/replica:0/task:0/device:CPU:{i}"
-                                for i in range(ndev)], o["devices"]
+        assert o["devices"] == [
+            f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(ndev)
+        ], o["devices"]
         assert o["chief"] == (r == 0) and o["task"] == tasks[r], (o["chief"], o["task"])
         assert o["between_graph"] == workers
         assert o["initial"] == [[1.0] * 3, 1], o["initial"]
@@ -83,8 +90,9 @@ def test_multiworker_strategy_without_tf_config(ranks):
 
 def test_multiworker_strategy_with_a_chief(ranks):
     """TF_CONFIG with a "chief" task: it is rank 0, whose initial values every worker takes."""
-    outs = ranks(2, "multiworker_workers:mwms", 1, [free_port(), free_port()], False, True,
-                 timeout=240)
+    outs = ranks(
+        2, "multiworker_workers:mwms", 1, [free_port(), free_port()], False, True, timeout=240
+    )
     ref = outs[0]["reference"]
     for key in ("fit", "loop"):
         _close_to_reference(_same_everywhere(outs, key), ref, key)
@@ -93,8 +101,15 @@ def test_multiworker_strategy_with_a_chief(ranks):
 
 def test_multiworker_strategy_tf_keras_fit(ranks):
     pytest.importorskip("tf_keras")
-    outs = ranks(2, "multiworker_workers:mwms", 1, [free_port(), free_port()], True,
-                 timeout=240, env={"TF_USE_LEGACY_KERAS": "1"})
+    outs = ranks(
+        2,
+        "multiworker_workers:mwms",
+        1,
+        [free_port(), free_port()],
+        True,
+        timeout=240,
+        env={"TF_USE_LEGACY_KERAS": "1"},
+    )
     _close_to_reference(_same_everywhere(outs, "fit"), outs[0]["reference"], "tf-keras fit")
     assert all(o["fit_cross_worker_ops"] > 0 for o in outs)
 
@@ -116,8 +131,9 @@ def test_horovod_style_matches_single_process(ranks, workers):
 
 def test_horovod_style_tf_keras(ranks):
     pytest.importorskip("tf_keras")
-    outs = ranks(2, "multiworker_workers:horovod", True, timeout=240,
-                 env={"TF_USE_LEGACY_KERAS": "1"})
+    outs = ranks(
+        2, "multiworker_workers:horovod", True, timeout=240, env={"TF_USE_LEGACY_KERAS": "1"}
+    )
     _close_to_reference(_same_everywhere(outs, "fit"), outs[0]["reference"], "tf-keras fit")
 
 
@@ -129,8 +145,7 @@ def test_horovod_style_compression(ranks, compression):
     # Narrow wire data: close to the exact run, not equal to it.
     tol = 2e-2 if compression == "bf16" else 2e-3
     _close_to_reference(weights, ref, compression, rtol=tol, atol=tol)
-    assert any(not np.allclose(w, r, rtol=1e-7, atol=0) for w, r in zip(weights, ref,
-                                                                           strict=True))
+    assert any(not np.allclose(w, r, rtol=1e-7, atol=0) for w, r in zip(weights, ref, strict=True))
 
 
 @pytest.mark.parametrize("mode", ["function", "graph"])
@@ -138,8 +153,9 @@ def test_collectives_meet_across_inter_op_threads(ranks, mode):
     """48 independent all-reduces, readied in a different order on each rank: no
     deadlock, no mixed-up tensors (each has its own shape and value). In a graph
     nothing orders them: each rank issues them as their inputs come."""
-    outs = ranks(2, "multiworker_workers:ordering", mode, timeout=180,
-                 env={"PYTFCOMM_TIMEOUT": "30"})
+    outs = ranks(
+        2, "multiworker_workers:ordering", mode, timeout=180, env={"PYTFCOMM_TIMEOUT": "30"}
+    )
     assert all(o["ok"] for o in outs), [o["results"] for o in outs]
 
 
@@ -171,8 +187,14 @@ def test_training_loop_catches_a_stopped_worker_without_a_deadline(ranks):
     survivors' step raises tf.errors.UnavailableError naming it once it has been
     silent for PYTFCOMM_PEER_TIMEOUT (10 s), as TF's own coordination service would
     flag a worker that stopped sending heartbeats."""
-    outs = ranks(3, "multiworker_workers:tf_fault", "stop", timeout=120, allow_failure=True,
-                 env={"PYTFCOMM_TIMEOUT": "600"})
+    outs = ranks(
+        3,
+        "multiworker_workers:tf_fault",
+        "stop",
+        timeout=120,
+        allow_failure=True,
+        env={"PYTFCOMM_TIMEOUT": "600"},
+    )
     for r in (0, 1):
         ok, res = outs[r]
         assert ok, res

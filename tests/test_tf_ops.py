@@ -50,8 +50,12 @@ def test_allreduce_dtypes_and_ops(dtype, op):
     xs = per_device(make)
     ys = ptf.allreduce(xs, op=op)
     stack = np.stack([np_of(x).astype(np.float64) for x in xs])
-    want = {"sum": stack.sum(0), "mean": stack.sum(0) / NUM_DEVICES, "min": stack.min(0),
-            "max": stack.max(0)}[op]
+    want = {
+        "sum": stack.sum(0),
+        "mean": stack.sum(0) / NUM_DEVICES,
+        "min": stack.min(0),
+        "max": stack.max(0),
+    }[op]
     if dtype == "bool":
         want = want > 0 if op in ("sum", "max") else want
     if dtype.startswith("int") or dtype.startswith("uint"):
@@ -118,8 +122,10 @@ def test_broadcast_and_allgather_with_gradients():
 @pytest.mark.parametrize("threshold", [0, 256, 1 << 20])
 def test_fusion_many_small_tensors(threshold):
     shapes = [(3,), (7, 5), (1,), (64, 33), (2, 2, 2), (0, 4), (100,)]
-    reps = [[tf.fill(s, float(i + 1) * (k + 1)) for k, s in enumerate(shapes)]
-            for i in range(NUM_DEVICES)]
+    reps = [
+        [tf.fill(s, float(i + 1) * (k + 1)) for k, s in enumerate(shapes)]
+        for i in range(NUM_DEVICES)
+    ]
     for i, d in enumerate(DEVS):
         with tf.device(d):
             reps[i] = [tf.identity(t) for t in reps[i]]

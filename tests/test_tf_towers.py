@@ -36,11 +36,20 @@ def tower_grads():
         with tf.device(d):
             rng = np.random.default_rng(i)
             dense = tf.constant(rng.standard_normal((5, 3)).astype(np.float32))
-            sparse = tf.IndexedSlices(tf.constant(rng.standard_normal((2, 3)).astype(np.float32)),
-                                      tf.constant([i % 5, 4]), tf.constant([5, 3]))
+            sparse = tf.IndexedSlices(
+                tf.constant(rng.standard_normal((2, 3)).astype(np.float32)),
+                tf.constant([i % 5, 4]),
+                tf.constant([5, 3]),
+            )
             big = tf.constant(rng.standard_normal((5, 3)).astype(np.float32)) * 10.0
-            towers.append([(dense, variables[0]), (None, variables[1]),
-                           (sparse, variables[2]), (big, variables[3])])
+            towers.append(
+                [
+                    (dense, variables[0]),
+                    (None, variables[1]),
+                    (sparse, variables[2]),
+                    (big, variables[3]),
+                ]
+            )
     return towers
 
 
@@ -59,8 +68,7 @@ def test_matches_classic(graph):
             assert g is None
             continue
         assert tuple(tf.convert_to_tensor(g).shape) == tuple(w.shape)
-        np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), w.numpy(), rtol=1e-6,
-                                   atol=1e-6)
+        np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), w.numpy(), rtol=1e-6, atol=1e-6)
     assert isinstance(got[2][0], tf.IndexedSlices)
     assert pytfcomm.average_gradients is ptf.average_gradients
 

@@ -28,8 +28,9 @@ OPS = {
 
 def make_model():
     keras.utils.set_random_seed(1)
-    return keras.Sequential([keras.Input((64,)), keras.layers.Dense(32, activation="relu"),
-                             keras.layers.Dense(10)])
+    return keras.Sequential(
+        [keras.Input((64,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10)]
+    )
 
 
 INITIAL = [w.numpy() for w in make_model().weights]
@@ -101,8 +102,10 @@ def test_keras3_fit_equivalence():
         with strategy.scope():
             model = make_model()
             model.set_weights(INITIAL)
-            model.compile(keras.optimizers.SGD(0.2),
-                          keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            model.compile(
+                keras.optimizers.SGD(0.2),
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            )
         before = ptf.counters()["allreduce_ops"]
         model.fit(X, Y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0)
         ran = ptf.counters()["allreduce_ops"] - before

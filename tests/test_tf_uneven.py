@@ -41,7 +41,7 @@ def test_tf_allgather_uneven(ranks, size):
         # get the sum over processes of their part of the upstream gradient.
         start = sum(p + 1 for p in range(r)) * 3
         w = size * np.arange(full.size, dtype=np.float32)
-        assert o["grad"] == w[start:start + (r + 1) * 3].reshape(r + 1, 3).tolist(), r
+        assert o["grad"] == w[start : start + (r + 1) * 3].reshape(r + 1, 3).tolist(), r
         assert o["row_mismatch"] != "no error" and "disagree" in o["row_mismatch"], r
         assert o["after"] == full.tolist(), r
 
@@ -57,8 +57,10 @@ def test_strategy_gather_uneven(ranks, workers, ndev):
         assert o["all_gather"] == [want] * ndev, r
     # Sum of the embedding gradients: id j is looked up by every worker w with 1 + 2w > j.
     table = np.array(outs[0]["sparse"])
-    counts = [sum(1 for w in range(workers) for i in range(1 + 2 * w) if i % 8 == j) * ndev
-              for j in range(8)]
+    counts = [
+        sum(1 for w in range(workers) for i in range(1 + 2 * w) if i % 8 == j) * ndev
+        for j in range(8)
+    ]
     np.testing.assert_allclose(table[:, 0], [-0.5 * c for c in counts])
     for o in outs[1:]:
         assert o["sparse"] == outs[0]["sparse"]
@@ -80,8 +82,9 @@ def test_fit_with_a_different_number_of_batches_per_worker(ranks, steps_per_epoc
 
     Before, Keras 3 stopped each worker at its own count and the other waited in
     TF's end-of-data all-reduce until the timeout."""
-    outs = ranks(2, "uneven_workers:fit_uneven", steps_per_epoch, timeout=180,
-                 env={"PYTFCOMM_TIMEOUT": "30"})
+    outs = ranks(
+        2, "uneven_workers:fit_uneven", steps_per_epoch, timeout=180, env={"PYTFCOMM_TIMEOUT": "30"}
+    )
     epochs = 2
     want_steps = epochs * (steps_per_epoch or 10)  # the longer worker's count
     for r, o in enumerate(outs):

@@ -38,11 +38,17 @@ def fit(strategy, initial, dataset, epochs: int):
 
     scope = strategy.scope() if strategy is not None else tf.name_scope("single")
     with scope:
-        model = keras.Sequential([keras.Input((FEATURES,)),
-                                  keras.layers.Dense(32, activation="relu"),
-                                  keras.layers.Dense(CLASSES)])
-        model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model = keras.Sequential(
+            [
+                keras.Input((FEATURES,)),
+                keras.layers.Dense(32, activation="relu"),
+                keras.layers.Dense(CLASSES),
+            ]
+        )
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
     if initial is not None:
         model.set_weights(initial)
     start = model.get_weights()
@@ -51,8 +57,10 @@ def fit(strategy, initial, dataset, epochs: int):
 
 
 def max_rel_diff(a, b) -> float:
-    return max(float(np.max(np.abs(u - v)) / max(float(np.max(np.abs(v))), 1e-12))
-               for u, v in zip(a, b, strict=True))
+    return max(
+        float(np.max(np.abs(u - v)) / max(float(np.max(np.abs(v))), 1e-12))
+        for u, v in zip(a, b, strict=True)
+    )
 
 
 def main() -> int:
@@ -64,7 +72,8 @@ def main() -> int:
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * args.devices)
+        cpu, [tf.config.LogicalDeviceConfiguration()] * args.devices
+    )
     import keras
 
     import pytfcomm
@@ -77,39 +86,48 @@ def main() -> int:
 
     if comm.size == 1:
         ops0 = pytfcomm.tf.counters()["allreduce_ops"]
-        before, initial, _ = fit(tf.distribute.MirroredStrategy(devices), None, dataset,
-                                 args.epochs)
+        before, initial, _ = fit(
+            tf.distribute.MirroredStrategy(devices), None, dataset, args.epochs
+        )
         ops1 = pytfcomm.tf.counters()["allreduce_ops"]
         strategy = tf.distribute.MirroredStrategy(
-            devices, cross_device_ops=pytfcomm.RingAllReduce())
+            devices, cross_device_ops=pytfcomm.RingAllReduce()
+        )
         model, _, losses = fit(strategy, initial, dataset, args.epochs)
         ops2 = pytfcomm.tf.counters()["allreduce_ops"]
         err = max_rel_diff(model.get_weights(), before.get_weights())
         ok = err <= 1e-5 and ops1 == ops0 and ops2 > ops1
-        print(f"MirroredStrategy on {len(devices)} devices: TF's cross-device ops against "
-              f"pytfcomm.RingAllReduce: max rel diff {err:.1e}; pytfcomm all-reduce ops "
-              f"{ops1 - ops0} then {ops2 - ops1}")
+        print(
+            f"MirroredStrategy on {len(devices)} devices: TF's cross-device ops against "
+            f"pytfcomm.RingAllReduce: max rel diff {err:.1e}; pytfcomm all-reduce ops "
+            f"{ops1 - ops0} then {ops2 - ops1}"
+        )
         mode = "mirrored"
     else:
-        strategy = pytfcomm.MultiWorkerMirroredStrategy(communicator=comm,
-                                                        local_devices=devices)
+        strategy = pytfcomm.MultiWorkerMirroredStrategy(communicator=comm, local_devices=devices)
         model, initial, losses = fit(strategy, None, dataset, args.epochs)
         final = model.get_weights()
-        digest = np.frombuffer(hashlib.sha256(b"".join(w.tobytes() for w in final)).digest(),
-                               np.uint8)
+        digest = np.frombuffer(
+            hashlib.sha256(b"".join(w.tobytes() for w in final)).digest(), np.uint8
+        )
         rows = comm.allgather(digest).reshape(comm.size, -1)
         identical = all(np.array_equal(r, rows[0]) for r in rows)
         reference, _, _ = fit(None, initial, dataset, args.epochs)
         err = max_rel_diff(final, reference.get_weights())
         ok = identical and err <= 1e-5
-        print(f"worker {comm.rank}: {strategy.num_replicas_in_sync} replicas in sync; weights "
-              f"identical on all {comm.size} workers: {identical}; max rel diff to one process "
-              f"on the global batch: {err:.1e}")
+        print(
+            f"worker {comm.rank}: {strategy.num_replicas_in_sync} replicas in sync; weights "
+            f"identical on all {comm.size} workers: {identical}; max rel diff to one process "
+            f"on the global batch: {err:.1e}"
+        )
         mode = "multiworker"
     checksum = sum(float(np.sum(w)) for w in model.get_weights())
-    print(f"RESULT mirrored_mwms {'ok' if ok else 'FAILED'} mode={mode} workers={comm.size} "
-          f"devices={len(devices)} first_loss={losses[0]:.6f} loss={losses[-1]:.6f} "
-          f"checksum={checksum:.6f}", flush=True)
+    print(
+        f"RESULT mirrored_mwms {'ok' if ok else 'FAILED'} mode={mode} workers={comm.size} "
+        f"devices={len(devices)} first_loss={losses[0]:.6f} loss={losses[-1]:.6f} "
+        f"checksum={checksum:.6f}",
+        flush=True,
+    )
     comm.close()
     return 0 if ok else 1
 

@@ -54,14 +54,21 @@ def make_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def make_model(keras):
-    return keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(32, activation="relu"),
-                             keras.layers.Dense(CLASSES)])
+    return keras.Sequential(
+        [
+            keras.Input((FEATURES,)),
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(CLASSES),
+        ]
+    )
 
 
 def max_rel_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     """Largest |a - b| of each array pair relative to the largest |b| of that array."""
-    return max(float(np.max(np.abs(u - v)) / max(float(np.max(np.abs(v))), 1e-12))
-               for u, v in zip(a, b, strict=True))
+    return max(
+        float(np.max(np.abs(u - v)) / max(float(np.max(np.abs(v))), 1e-12))
+        for u, v in zip(a, b, strict=True)
+    )
 
 
 def eval_loss(model, x, y) -> float:
@@ -98,8 +105,7 @@ def train(args) -> int:
         model = make_model(keras)
         optimizer = keras.optimizers.SGD(LR, momentum=0.9)
     initial = [w.numpy() for w in model.weights]
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, reduction="none")
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
     def replica_fn(xb, yb):  # unchanged from the PSS job
         with tf.GradientTape() as tape:
@@ -124,8 +130,7 @@ def train(args) -> int:
 
     final = [w.numpy() for w in model.weights]
     ok = True
-    digest = np.frombuffer(hashlib.sha256(b"".join(w.tobytes() for w in final)).digest(),
-                           np.uint8)
+    digest = np.frombuffer(hashlib.sha256(b"".join(w.tobytes() for w in final)).digest(), np.uint8)
     rows = comm.allgather(digest).reshape(workers, -1)
     identical = all(np.array_equal(r, rows[0]) for r in rows)
     ok &= identical
@@ -139,8 +144,8 @@ def train(args) -> int:
     shards = [(x[i::pipes], y[i::pipes]) for i in range(pipes)]
     per_pipe = global_batch // pipes
     for s in range(args.steps):
-        xb = np.concatenate([sx[s * per_pipe:(s + 1) * per_pipe] for sx, _ in shards])
-        yb = np.concatenate([sy[s * per_pipe:(s + 1) * per_pipe] for _, sy in shards])
+        xb = np.concatenate([sx[s * per_pipe : (s + 1) * per_pipe] for sx, _ in shards])
+        yb = np.concatenate([sy[s * per_pipe : (s + 1) * per_pipe] for _, sy in shards])
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(loss_fn(yb, ref(xb, training=True)))
         grads = tape.gradient(loss, ref.trainable_variables)
@@ -164,11 +169,16 @@ def train(args) -> int:
             shutil.rmtree(target, ignore_errors=True)
 
     checksum = sum(float(np.sum(w)) for w in final)
-    print(f"worker {comm.rank}: weights identical on all {workers} workers: {identical}; "
-          f"equal to one-process training on the global batch: {close} (max rel diff {err:.1e})")
-    print(f"RESULT parameter_server {'ok' if ok else 'FAILED'} workers={workers} "
-          f"steps={args.steps} first_loss={losses[0]:.6f} loss={losses[-1]:.6f} "
-          f"eval_loss={held_out:.6f} checksum={checksum:.6f}", flush=True)
+    print(
+        f"worker {comm.rank}: weights identical on all {workers} workers: {identical}; "
+        f"equal to one-process training on the global batch: {close} (max rel diff {err:.1e})"
+    )
+    print(
+        f"RESULT parameter_server {'ok' if ok else 'FAILED'} workers={workers} "
+        f"steps={args.steps} first_loss={losses[0]:.6f} loss={losses[-1]:.6f} "
+        f"eval_loss={held_out:.6f} checksum={checksum:.6f}",
+        flush=True,
+    )
     comm.close()
     return 0 if ok else 1
 
@@ -204,12 +214,22 @@ def tf_config_task_type() -> str | None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--ckpt-dir", default=None,
-                    help="the chief writes its checkpoint here; the evaluator reads them")
-    ap.add_argument("--evaluate", action="store_true",
-                    help="be the evaluator sidecar (also when TF_CONFIG's task is an evaluator)")
-    ap.add_argument("--eval-timeout", type=float, default=60.0,
-                    help="seconds the evaluator waits for a new checkpoint")
+    ap.add_argument(
+        "--ckpt-dir",
+        default=None,
+        help="the chief writes its checkpoint here; the evaluator reads them",
+    )
+    ap.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="be the evaluator sidecar (also when TF_CONFIG's task is an evaluator)",
+    )
+    ap.add_argument(
+        "--eval-timeout",
+        type=float,
+        default=60.0,
+        help="seconds the evaluator waits for a new checkpoint",
+    )
     args = ap.parse_args()
     if args.evaluate or tf_config_task_type() == "evaluator":
         if args.ckpt_dir is None:

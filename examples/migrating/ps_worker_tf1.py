@@ -43,7 +43,6 @@ HIDDEN = 32
 LR, MOMENTUM = 0.1, 0.9
 
 
-
 def build_model(seed: int):
     """The model exactly as the TF1 job had it (placeholders, get_variable)."""
     v1.set_random_seed(seed)
@@ -110,23 +109,30 @@ def train_workers(steps: int, per_worker: int, ckpt_dir: str | None):
         grads_and_vars = opt.compute_gradients(loss)
         grads = pytfcomm.allreduce_gradients([g for g, _ in grads_and_vars], op="mean")
         train_op = opt.apply_gradients(
-            list(zip(grads, [v for _, v in grads_and_vars], strict=True)),
-            global_step=global_step)
+            list(zip(grads, [v for _, v in grads_and_vars], strict=True)), global_step=global_step
+        )
         mean_loss = pytfcomm.allreduce(loss, op="mean")  # for logging: the global batch's loss
 
     final = FinalValuesHook(weights)
     hooks = [BroadcastVariablesHook(root=0), v1.train.StopAtStepHook(last_step=steps), final]
     losses: list[float] = []
-    with graph.as_default(), v1.train.MonitoredTrainingSession(
+    with (
+        graph.as_default(),
+        v1.train.MonitoredTrainingSession(
             is_chief=True,  # every worker initialises its own variables
             checkpoint_dir=ckpt_dir if rank == 0 else None,  # one writer
-            hooks=hooks, save_checkpoint_secs=None, save_checkpoint_steps=steps,
-            save_summaries_steps=None, save_summaries_secs=None,
-            log_step_count_steps=None) as sess:
+            hooks=hooks,
+            save_checkpoint_secs=None,
+            save_checkpoint_steps=steps,
+            save_summaries_steps=None,
+            save_summaries_secs=None,
+            log_step_count_steps=None,
+        ) as sess,
+    ):
         step = 0
         while not sess.should_stop():
             lo = (step * size + rank) * per_worker  # this worker's shard of the global batch
-            feed = {x: x_all[lo:lo + per_worker], y: y_all[lo:lo + per_worker]}
+            feed = {x: x_all[lo : lo + per_worker], y: y_all[lo : lo + per_worker]}
             _, loss_value = sess.run([train_op, mean_loss], feed_dict=feed)
             losses.append(float(loss_value))
             step += 1
@@ -156,8 +162,9 @@ def train_reference(steps: int, global_batch: int, start: list[np.ndarray]) -> l
             sess.run(load)
             for step in range(steps):
                 lo = step * global_batch
-                sess.run(train_op, {x: x_all[lo:lo + global_batch],
-                                    y: y_all[lo:lo + global_batch]})
+                sess.run(
+                    train_op, {x: x_all[lo : lo + global_batch], y: y_all[lo : lo + global_batch]}
+                )
             return sess.run(weights)
 
 
@@ -174,15 +181,16 @@ def main() -> int:
     comm, final, losses = train_workers(args.steps, args.batch_size, ckpt_dir)
     rank, size = comm.rank, comm.size
 
-    digest = np.frombuffer(hashlib.sha256(b"".join(w.tobytes() for w in final)).digest(),
-                           np.uint8)
+    digest = np.frombuffer(hashlib.sha256(b"".join(w.tobytes() for w in final)).digest(), np.uint8)
     rows = comm.allgather(digest).reshape(size, -1)
     identical = all(np.array_equal(r, rows[0]) for r in rows)
     ok = identical
     # Rank 0's initial values are what every worker started from (broadcast).
     ref = train_reference(args.steps, args.batch_size * size, initial_weights(seed=1000))
-    err = max(float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-12))
-              for a, b in zip(final, ref, strict=True))
+    err = max(
+        float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-12))
+        for a, b in zip(final, ref, strict=True)
+    )
     ok &= err <= 1e-5
     if rank == 0:
         latest = tf.train.latest_checkpoint(ckpt_dir)
@@ -194,11 +202,15 @@ def main() -> int:
     elif args.ckpt_dir is None:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     checksum = sum(float(np.sum(w)) for w in final)
-    print(f"worker {rank}: weights identical on all {size} workers: {identical}; "
-          f"max rel diff to one-process training on the global batch: {err:.1e}")
-    print(f"RESULT ps_worker_tf1 {'ok' if ok else 'FAILED'} workers={size} steps={len(losses)} "
-          f"first_loss={losses[0]:.6f} loss={losses[-1]:.6f} checksum={checksum:.6f}",
-          flush=True)
+    print(
+        f"worker {rank}: weights identical on all {size} workers: {identical}; "
+        f"max rel diff to one-process training on the global batch: {err:.1e}"
+    )
+    print(
+        f"RESULT ps_worker_tf1 {'ok' if ok else 'FAILED'} workers={size} steps={len(losses)} "
+        f"first_loss={losses[0]:.6f} loss={losses[-1]:.6f} checksum={checksum:.6f}",
+        flush=True,
+    )
     comm.close()
     return 0 if ok else 1
 

@@ -32,7 +32,6 @@ HIDDEN = 32
 LR = 0.1
 
 
-
 def classic_average_gradients(tower_grads):
     """What the tower trainers carried (the "before"): stack each variable's
     gradients from all towers on one device and take their mean."""
@@ -80,8 +79,9 @@ def train(average, towers: int, steps: int, batch: int) -> tuple[list[np.ndarray
             sess.run(v1.global_variables_initializer())
             for step in range(steps):
                 lo = step * batch
-                _, loss_value = sess.run([train_op, mean_loss],
-                                         {x: x_all[lo:lo + batch], y: y_all[lo:lo + batch]})
+                _, loss_value = sess.run(
+                    [train_op, mean_loss], {x: x_all[lo : lo + batch], y: y_all[lo : lo + batch]}
+                )
                 history.append(float(loss_value))
             return sess.run(weights), history
 
@@ -103,14 +103,21 @@ def main() -> int:
     ops_before = pytfcomm.tf.counters()["allreduce_ops"]
     after, losses = train(pytfcomm.average_gradients, args.towers, args.steps, args.batch_size)
     ran = pytfcomm.tf.counters()["allreduce_ops"] - ops_before
-    err = max(float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-12))
-              for a, b in zip(after, before, strict=True))
+    err = max(
+        float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-12))
+        for a, b in zip(after, before, strict=True)
+    )
     ok = err <= 1e-5 and ran == args.steps
     checksum = sum(float(np.sum(w)) for w in after)
-    print(f"{args.towers} towers: pytfcomm.average_gradients against the classic average: "
-          f"max rel diff {err:.1e}; pytfcomm all-reduce ops run: {ran} (one per step)")
-    print(f"RESULT tower_tf1 {'ok' if ok else 'FAILED'} towers={args.towers} steps={args.steps} "
-          f"first_loss={losses[0]:.6f} loss={losses[-1]:.6f} checksum={checksum:.6f}", flush=True)
+    print(
+        f"{args.towers} towers: pytfcomm.average_gradients against the classic average: "
+        f"max rel diff {err:.1e}; pytfcomm all-reduce ops run: {ran} (one per step)"
+    )
+    print(
+        f"RESULT tower_tf1 {'ok' if ok else 'FAILED'} towers={args.towers} steps={args.steps} "
+        f"first_loss={losses[0]:.6f} loss={losses[-1]:.6f} checksum={checksum:.6f}",
+        flush=True,
+    )
     return 0 if ok else 1
 
 

@@ -133,8 +133,17 @@ def _compile(srcs: list[Path], lib: Path, cflags: list[str], lflags: list[str], 
             if p.returncode:
                 _fail(cmd, err)
         tmp_lib = Path(tmp) / lib.name
-        link = [*cxx, "-shared", *map(str, objs), "-o", str(tmp_lib), f"-L{PACKAGE}",
-                "-l:libpytfcomm_core.so", f"-Wl,-rpath,{PACKAGE}", *lflags]
+        link = [
+            *cxx,
+            "-shared",
+            *map(str, objs),
+            "-o",
+            str(tmp_lib),
+            f"-L{PACKAGE}",
+            "-l:libpytfcomm_core.so",
+            f"-Wl,-rpath,{PACKAGE}",
+            *lflags,
+        ]
         res = subprocess.run(link, stderr=subprocess.PIPE, text=True, check=False)
         if res.returncode:
             _fail(link, res.stderr)

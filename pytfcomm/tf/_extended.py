@@ -43,7 +43,8 @@ def _device_suffix(name: str) -> tuple[str, int]:
     spec = tf.DeviceSpec.from_string(name if "/" in name else f"/device:{name}")
     if spec.device_type is None or spec.device_index is None:
         raise InvalidArgumentError(
-            f"local_devices entries name one device, like 'CPU:1' or '/device:GPU:0'; got {name!r}")
+            f"local_devices entries name one device, like 'CPU:1' or '/device:GPU:0'; got {name!r}"
+        )
     return spec.device_type.upper(), int(spec.device_index)
 
 
@@ -69,8 +70,15 @@ class Extended(tf_mwms.CollectiveAllReduceExtended):
     # TF's health checks would need TF's server.
     _enable_check_health = False
 
-    def __init__(self, container: Any, *, local_devices: Any, communicator: Any,
-                 make_cross_device_ops: Callable[[], Any], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        container: Any,
+        *,
+        local_devices: Any,
+        communicator: Any,
+        make_cross_device_ops: Callable[[], Any],
+        **kwargs: Any,
+    ) -> None:
         self._pytfcomm_local = [_device_suffix(d) for d in local_devices or ()]
         self._pytfcomm_comm = communicator
         self._pytfcomm_make_ops = make_cross_device_ops
@@ -94,7 +102,8 @@ class Extended(tf_mwms.CollectiveAllReduceExtended):
         types = {t for t, _ in self._pytfcomm_local}
         if len(types) != 1:
             raise InvalidArgumentError(
-                f"local_devices must all be of one type, got {sorted(types)}")
+                f"local_devices must all be of one type, got {sorted(types)}"
+            )
         devices = tuple(f"{worker_device}/device:{t}:{i}" for t, i in self._pytfcomm_local)
         return devices, types.pop()
 
@@ -103,8 +112,10 @@ class Extended(tf_mwms.CollectiveAllReduceExtended):
         spec = multi_worker_util.normalize_cluster_spec(cluster_resolver.cluster_spec())
         task_type, task_id = cluster_resolver.task_type, cluster_resolver.task_id
         if task_type is None or task_id is None:
-            raise ConfigError("the cluster resolver names no task_type and task_id for this "
-                              "worker; TF_CONFIG needs a \"task\" entry")
+            raise ConfigError(
+                "the cluster resolver names no task_type and task_id for this "
+                'worker; TF_CONFIG needs a "task" entry'
+            )
         self._cluster_spec = spec
         self._task_type, self._task_id = task_type, task_id
         self._id_in_cluster = multi_worker_util.id_in_cluster(spec, task_type, task_id)
@@ -114,16 +125,24 @@ class Extended(tf_mwms.CollectiveAllReduceExtended):
         self._worker_device = LOCAL_HOST
         self._host_input_device = numpy_dataset.SingleDevice(self._worker_device)
         local_devices, device_type = self._initialize_local_devices(
-            cluster_resolver, self._worker_device)
+            cluster_resolver, self._worker_device
+        )
         self._collective_keys = cross_device_utils.CollectiveKeys(
-            group_key_start=1 + self._collective_key_base)
+            group_key_start=1 + self._collective_key_base
+        )
         # TF's constructor checks for its own class here; __init__ replaces both.
         self._cross_device_ops = tf_cdo.CollectiveAllReduce(
-            devices=local_devices, group_size=len(local_devices) * self._num_workers,
-            options=self._communication_options, collective_keys=self._collective_keys)
+            devices=local_devices,
+            group_size=len(local_devices) * self._num_workers,
+            options=self._communication_options,
+            collective_keys=self._collective_keys,
+        )
         self._host_cross_device_ops = tf_cdo.CollectiveAllReduce(
-            devices=[self._worker_device], group_size=self._num_workers,
-            options=self._communication_options, collective_keys=self._collective_keys)
+            devices=[self._worker_device],
+            group_size=self._num_workers,
+            options=self._communication_options,
+            collective_keys=self._collective_keys,
+        )
         mirrored_strategy.MirroredExtended._initialize_single_worker(self, local_devices)
         self._num_devices_per_worker = len(local_devices)
         self._local_device_type = device_type
@@ -135,13 +154,15 @@ class Extended(tf_mwms.CollectiveAllReduceExtended):
             raise ConfigError(
                 f"TensorFlow's cluster has {self._num_workers} worker(s) but the pytfcomm job "
                 f"has {comm.size} rank(s): give both the same job (one pytfcomm rank per TF "
-                "worker; an evaluator must not join: docs/migrating.md#no-evaluator-task)")
+                "worker; an evaluator must not join: docs/migrating.md#no-evaluator-task)"
+            )
         if self._id_in_cluster != comm.rank:
             raise ConfigError(
                 f"this worker is {self._task_type}:{self._task_id} (worker "
                 f"{self._id_in_cluster} of TF's cluster) but pytfcomm rank {comm.rank}: the "
                 "chief must be rank 0 and workers follow in TF_CONFIG order (pytfcomm.init() "
-                "from the same TF_CONFIG does this)")
+                "from the same TF_CONFIG does this)"
+            )
 
     def _update_config_proto(self, config_proto: Any) -> Any:
         # TF adds a collective group leader and device filters that name
@@ -153,11 +174,13 @@ class Extended(tf_mwms.CollectiveAllReduceExtended):
         finally:
             self._cluster_spec = spec
 
-    def _get_variable_creator_initial_value(self, replica_id: int, device: Any,
-                                            primary_var: Any, **kwargs: Any) -> Any:
+    def _get_variable_creator_initial_value(
+        self, replica_id: int, device: Any, primary_var: Any, **kwargs: Any
+    ) -> Any:
         if replica_id != 0 or self._num_workers == 1:
             return super()._get_variable_creator_initial_value(
-                replica_id=replica_id, device=device, primary_var=primary_var, **kwargs)
+                replica_id=replica_id, device=device, primary_var=primary_var, **kwargs
+            )
         comm = self._pytfcomm_comm
 
         def initial_value_fn() -> tf.Tensor:
@@ -179,15 +202,14 @@ class Extended(tf_mwms.CollectiveAllReduceExtended):
         # the value's own device as its destination; inside a tf.function that
         # is often "" (no device scope), which TF rejects ("destinations can
         # not be empty"): the destination is then this worker's device.
-        return [(v, d if tf_cdo.check_destinations(d) else self.worker_devices[0])
-                for v, d in pairs]
+        return [
+            (v, d if tf_cdo.check_destinations(d) else self.worker_devices[0]) for v, d in pairs
+        ]
 
-    def _batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
-                         options: Any) -> Any:
-        return super()._batch_reduce_to(reduce_op, self._to_own_device(value_destination_pairs),
-                                        options)
+    def _batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any, options: Any) -> Any:
+        return super()._batch_reduce_to(
+            reduce_op, self._to_own_device(value_destination_pairs), options
+        )
 
-    def _batch_gather_to(self, value_destination_pairs: Any, axis: Any,
-                         options: Any = None) -> Any:
-        return super()._batch_gather_to(self._to_own_device(value_destination_pairs), axis,
-                                        options)
+    def _batch_gather_to(self, value_destination_pairs: Any, axis: Any, options: Any = None) -> Any:
+        return super()._batch_gather_to(self._to_own_device(value_destination_pairs), axis, options)

@@ -54,8 +54,12 @@ def host_of(device: str) -> str:
 
 def use_group(devices: Sequence[str]) -> bool:
     """Whether an all-reduce over ``devices`` runs as a GPU group."""
-    return (bool(devices) and len(set(devices)) == len(devices)
-            and all(is_gpu(d) for d in devices) and _ops.has_gpu_kernels())
+    return (
+        bool(devices)
+        and len(set(devices)) == len(devices)
+        and all(is_gpu(d) for d in devices)
+        and _ops.has_gpu_kernels()
+    )
 
 
 def place_ungrouped(device: str) -> str:
@@ -73,8 +77,9 @@ def allreduce_group(
     cache_key = (tuple(devices), m, tuple(sorted(attrs.items())))
     fn = _EAGER_FNS.get(cache_key)
     if fn is None:
+
         def body(*flat: tf.Tensor) -> list[tf.Tensor]:
-            reps = [list(flat[i * m:(i + 1) * m]) for i in range(n)]
+            reps = [list(flat[i * m : (i + 1) * m]) for i in range(n)]
             return [t for r in build_group(reps, devices, attrs) for t in r]
 
         fn = tf.function(body, autograph=False, reduce_retracing=True)
@@ -82,7 +87,7 @@ def allreduce_group(
             _EAGER_FNS.pop(next(iter(_EAGER_FNS)))
         _EAGER_FNS[cache_key] = fn
     flat = fn(*[t for r in replicas for t in r])
-    return [list(flat[i * m:(i + 1) * m]) for i in range(n)]
+    return [list(flat[i * m : (i + 1) * m]) for i in range(n)]
 
 
 def build_group(
@@ -97,9 +102,18 @@ def build_group(
     out = []
     for i, d in enumerate(devices):
         with tf.device(d):
-            outs = ordered(attrs["comm_handle"], lambda i=i: _ops.ops().pytfcomm_all_reduce(
-                list(replicas[i]), num_devices=1, group_size=n, group_rank=i, group_key=key,
-                **attrs), group_key=key)
+            outs = ordered(
+                attrs["comm_handle"],
+                lambda i=i: _ops.ops().pytfcomm_all_reduce(
+                    list(replicas[i]),
+                    num_devices=1,
+                    group_size=n,
+                    group_rank=i,
+                    group_key=key,
+                    **attrs,
+                ),
+                group_key=key,
+            )
         out.append(list(outs))
     return out
 

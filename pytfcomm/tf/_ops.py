@@ -26,9 +26,17 @@ from ..errors import ConfigError
 PACKAGE = Path(__file__).resolve().parent.parent
 PREBUILT = PACKAGE / "_tf_ops.so"
 
-COUNTERS = ("allreduce_ops", "broadcast_ops", "allgather_ops", "reduced_bytes",
-            "cross_worker_ops", "fused_packs", "output_cache_hits", "output_cache_misses",
-            "output_cache_idle_bytes")
+COUNTERS = (
+    "allreduce_ops",
+    "broadcast_ops",
+    "allgather_ops",
+    "reduced_bytes",
+    "cross_worker_ops",
+    "fused_packs",
+    "output_cache_hits",
+    "output_cache_misses",
+    "output_cache_idle_bytes",
+)
 
 
 class TFVersionMismatchError(ConfigError, ImportError):

@@ -35,8 +35,17 @@ __all__ = [
     "set_default_communicator",
 ]
 
-SUPPORTED_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.uint8,
-                    tf.int32, tf.int64, tf.bool)
+SUPPORTED_DTYPES = (
+    tf.float16,
+    tf.bfloat16,
+    tf.float32,
+    tf.float64,
+    tf.int8,
+    tf.uint8,
+    tf.int32,
+    tf.int64,
+    tf.bool,
+)
 DEFAULT_FUSION_BYTES = 4 << 20
 
 _default_comm: Any = None
@@ -99,7 +108,8 @@ def closed_error(comm: Any) -> CommClosedError:
     except CommClosedError as exc:
         return CommClosedError(f"pytfcomm TF ops: {exc}")
     return CommClosedError(  # not reached: the communicator was closed
-        "pytfcomm TF ops: this communicator is closed; create a new one with pytfcomm.init()")
+        "pytfcomm TF ops: this communicator is closed; create a new one with pytfcomm.init()"
+    )
 
 
 def comm_handle(communicator: Any = None) -> int:
@@ -173,10 +183,15 @@ def allreduce_replicas(
         check_dtype(t.dtype)
     devices = list(devices) if devices is not None else [_device_of(r[0]) for r in replicas]
     handle = comm_handle(communicator)
-    attrs = dict(reduce_op=_op_name(op), fusion_threshold_bytes=int(fusion_threshold_bytes),
-                 comm_handle=handle, algorithm=algorithm, timeout_seconds=_timeout(timeout))
+    attrs = dict(
+        reduce_op=_op_name(op),
+        fusion_threshold_bytes=int(fusion_threshold_bytes),
+        comm_handle=handle,
+        algorithm=algorithm,
+        timeout_seconds=_timeout(timeout),
+    )
     if _gpu.use_group(devices):
-        return _gpu.allreduce_group([flat[i * m:(i + 1) * m] for i in range(n)], devices, attrs)
+        return _gpu.allreduce_group([flat[i * m : (i + 1) * m] for i in range(n)], devices, attrs)
     with tf.device(_gpu.place_ungrouped(devices[0])):
         outs = ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(flat, num_devices=n, **attrs))
     result = []
@@ -205,13 +220,23 @@ def allreduce(
     """
     with tf.name_scope(name or "pytfcomm_allreduce"):
         if isinstance(tensor, (list, tuple)):
-            out = allreduce_replicas([[t] for t in tensor], op, communicator=communicator,
-                                     algorithm=algorithm, timeout=timeout,
-                                     fusion_threshold_bytes=fusion_threshold_bytes)
+            out = allreduce_replicas(
+                [[t] for t in tensor],
+                op,
+                communicator=communicator,
+                algorithm=algorithm,
+                timeout=timeout,
+                fusion_threshold_bytes=fusion_threshold_bytes,
+            )
             return [r[0] for r in out]
-        return allreduce_replicas([[tensor]], op, communicator=communicator,
-                                  algorithm=algorithm, timeout=timeout,
-                                  fusion_threshold_bytes=fusion_threshold_bytes)[0][0]
+        return allreduce_replicas(
+            [[tensor]],
+            op,
+            communicator=communicator,
+            algorithm=algorithm,
+            timeout=timeout,
+            fusion_threshold_bytes=fusion_threshold_bytes,
+        )[0][0]
 
 
 def broadcast(
@@ -235,9 +260,16 @@ def broadcast(
         devs = list(devices) if devices else [_device_of(t)]
         handle = comm_handle(communicator)
         with tf.device(_device_of(t)):
-            outs = ordered(handle, lambda: _ops.ops().pytfcomm_broadcast(
-                t, num_devices=len(devs), root_rank=root,
-                comm_handle=handle, timeout_seconds=_timeout(timeout)))
+            outs = ordered(
+                handle,
+                lambda: _ops.ops().pytfcomm_broadcast(
+                    t,
+                    num_devices=len(devs),
+                    root_rank=root,
+                    comm_handle=handle,
+                    timeout_seconds=_timeout(timeout),
+                ),
+            )
         result = []
         for d, o in zip(devs, outs, strict=False):
             with tf.device(d):
@@ -272,8 +304,12 @@ def allgather(
         devs = [_device_of(t) for t in ts]
         handle = comm_handle(communicator)
         with tf.device(devs[0]):
-            outs = ordered(handle, lambda: _ops.ops().pytfcomm_all_gather(
-                ts, comm_handle=handle, timeout_seconds=_timeout(timeout)))
+            outs = ordered(
+                handle,
+                lambda: _ops.ops().pytfcomm_all_gather(
+                    ts, comm_handle=handle, timeout_seconds=_timeout(timeout)
+                ),
+            )
         result = []
         for d, o in zip(devs, outs, strict=False):
             with tf.device(d):
@@ -283,8 +319,10 @@ def allgather(
 
 # -- gradients ---------------------------------------------------------------------------
 def _dense(grads: Sequence[Any], like: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-    return [tf.zeros_like(o) if g is None else tf.convert_to_tensor(g)
-            for g, o in zip(grads, like, strict=True)]
+    return [
+        tf.zeros_like(o) if g is None else tf.convert_to_tensor(g)
+        for g, o in zip(grads, like, strict=True)
+    ]
 
 
 def _op_device(op: Any) -> str:
@@ -298,21 +336,38 @@ def _allreduce_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
     if reduce_op not in ("sum", "mean"):
         raise LookupError(f"pytfcomm all-reduce with op {reduce_op!r} has no gradient")
     handle = op.get_attr("comm_handle")
-    attrs = dict(reduce_op=reduce_op, fusion_threshold_bytes=op.get_attr("fusion_threshold_bytes"),
-                 comm_handle=handle, algorithm=op.get_attr("algorithm").decode(),
-                 timeout_seconds=op.get_attr("timeout_seconds"))
+    attrs = dict(
+        reduce_op=reduce_op,
+        fusion_threshold_bytes=op.get_attr("fusion_threshold_bytes"),
+        comm_handle=handle,
+        algorithm=op.get_attr("algorithm").decode(),
+        timeout_seconds=op.get_attr("timeout_seconds"),
+    )
     group_size = _gpu.group_attr(op, "group_size", 1)
     if group_size > 1:
         # Each member's gradient is one member of the gradient's group.
         key = _gpu.grad_group_key(op)
         rank = _gpu.group_attr(op, "group_rank", 0)
         with tf.device(_op_device(op)):
-            return ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(
-                _dense(grads, op.outputs), num_devices=1, group_size=group_size,
-                group_rank=rank, group_key=key, **attrs), group_key=key)
+            return ordered(
+                handle,
+                lambda: _ops.ops().pytfcomm_all_reduce(
+                    _dense(grads, op.outputs),
+                    num_devices=1,
+                    group_size=group_size,
+                    group_rank=rank,
+                    group_key=key,
+                    **attrs,
+                ),
+                group_key=key,
+            )
     with tf.device(_op_device(op)):
-        return ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(
-            _dense(grads, op.outputs), num_devices=op.get_attr("num_devices"), **attrs))
+        return ordered(
+            handle,
+            lambda: _ops.ops().pytfcomm_all_reduce(
+                _dense(grads, op.outputs), num_devices=op.get_attr("num_devices"), **attrs
+            ),
+        )
 
 
 @tf.RegisterGradient("PytfcommBroadcast")
@@ -322,9 +377,16 @@ def _broadcast_grad(op: tf.Operation, *grads: Any) -> tf.Tensor:
         handle = op.get_attr("comm_handle")
         if not handle:
             return total
-        total = ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(
-            [total], num_devices=1, reduce_op="sum", comm_handle=handle,
-            timeout_seconds=op.get_attr("timeout_seconds")))[0]
+        total = ordered(
+            handle,
+            lambda: _ops.ops().pytfcomm_all_reduce(
+                [total],
+                num_devices=1,
+                reduce_op="sum",
+                comm_handle=handle,
+                timeout_seconds=op.get_attr("timeout_seconds"),
+            ),
+        )[0]
         is_root = _HANDLE_RANKS.get(handle, 0) == op.get_attr("root_rank")
         return total if is_root else tf.zeros_like(total)
 
@@ -337,21 +399,32 @@ def _allgather_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
         dense, k = _dense(grads, op.outputs), n
         if k > 1 and _gpu.is_gpu(_op_device(op)) and _ops.has_gpu_kernels():
             dense, k = [tf.add_n(dense)], 1  # the GPU kernel takes one replica per op
-        total = ordered(handle, lambda: _ops.ops().pytfcomm_all_reduce(
-            dense, num_devices=k, reduce_op="sum", comm_handle=handle,
-            timeout_seconds=op.get_attr("timeout_seconds")))[0]
+        total = ordered(
+            handle,
+            lambda: _ops.ops().pytfcomm_all_reduce(
+                dense,
+                num_devices=k,
+                reduce_op="sum",
+                comm_handle=handle,
+                timeout_seconds=op.get_attr("timeout_seconds"),
+            ),
+        )[0]
         rows = [tf.shape(x)[0] for x in op.inputs]
         start = 0
         if handle:
             # This process's block starts after the rows of every lower rank,
             # which may differ from this process's (an uneven gather).
             mine = tf.cast(tf.reshape(tf.add_n(rows), [1]), tf.int64)
-            counts = ordered(handle, lambda: _ops.ops().pytfcomm_all_gather(
-                [mine], comm_handle=handle, timeout_seconds=op.get_attr("timeout_seconds")))[0]
+            counts = ordered(
+                handle,
+                lambda: _ops.ops().pytfcomm_all_gather(
+                    [mine], comm_handle=handle, timeout_seconds=op.get_attr("timeout_seconds")
+                ),
+            )[0]
             rank = _HANDLE_RANKS.get(handle, 0)
             start = tf.cast(tf.reduce_sum(counts[:rank]), tf.int32)
         out = []
         for r in rows:
-            out.append(total[start:start + r])
+            out.append(total[start : start + r])
             start = start + r
         return out

@@ -94,8 +94,10 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
         self.communicator = communicator
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(fusion_threshold_bytes={self.fusion_threshold_bytes}, "
-                f"sparse_as_dense={self.sparse_as_dense})")
+        return (
+            f"{type(self).__name__}(fusion_threshold_bytes={self.fusion_threshold_bytes}, "
+            f"sparse_as_dense={self.sparse_as_dense})"
+        )
 
     @property
     def _num_between_graph_workers(self) -> int:
@@ -106,7 +108,8 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
     # -- CrossDeviceOps contract ---------------------------------------------------------
     def reduce_implementation(self, reduce_op, per_replica_value, destinations, options):
         return self.batch_reduce_implementation(
-            reduce_op, [(per_replica_value, destinations)], options)[0]
+            reduce_op, [(per_replica_value, destinations)], options
+        )[0]
 
     def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
         pairs = [(_per_replica(v), d) for v, d in value_destination_pairs]
@@ -126,8 +129,7 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
     def broadcast_implementation(self, tensor, destinations):
         devices = _devices(destinations)
         coll.check_dtype(tensor.dtype)
-        return _mirrored(coll.broadcast(tensor, 0, devices=devices,
-                                        communicator=self.communicator))
+        return _mirrored(coll.broadcast(tensor, 0, devices=devices, communicator=self.communicator))
 
     def _gather_implementation(self, per_replica_value, destinations, axis, options):
         value = _per_replica(per_replica_value)
@@ -142,8 +144,9 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
         inv = [perm.index(i) for i in range(rank)]
         if axis:
             vals = [_on(v, lambda x: tf.transpose(x, perm)) for v in vals]
-        gathered = coll.allgather(vals, communicator=self.communicator,
-                                  timeout=_opt_timeout(options))
+        gathered = coll.allgather(
+            vals, communicator=self.communicator, timeout=_opt_timeout(options)
+        )
         if axis:
             gathered = [_on(g, lambda x: tf.transpose(x, inv)) for g in gathered]
         if set(_devices(destinations)) != set(_devices(value)):
@@ -175,13 +178,17 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
             if options is not None and options.bytes_per_pack:
                 threshold = int(options.bytes_per_pack)
             reduced = coll.allreduce_replicas(
-                replicas, op, devices=devices, fusion_threshold_bytes=threshold,
-                communicator=self.communicator, algorithm=self._algorithm,
-                timeout=_opt_timeout(options))
+                replicas,
+                op,
+                devices=devices,
+                fusion_threshold_bytes=threshold,
+                communicator=self.communicator,
+                algorithm=self._algorithm,
+                timeout=_opt_timeout(options),
+            )
             out_dense = [_mirrored([reduced[i][j] for i in range(n)]) for j in range(len(dense))]
         out_sparse = [self._sparse(op, v, devices, options) for v in sparse]
-        return cross_device_utils.stitch_values(((out_dense, dense_idx),
-                                                 (out_sparse, sparse_idx)))
+        return cross_device_utils.stitch_values(((out_dense, dense_idx), (out_sparse, sparse_idx)))
 
     def _replicas_in_sync(self, value: Any) -> int:
         comm = coll.active_communicator(self.communicator)
@@ -191,10 +198,14 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
         slices = value.values
         coll.check_dtype(slices[0].values.dtype, "IndexedSlices")
         timeout = _opt_timeout(options)
-        vals = coll.allgather([s.values for s in slices], communicator=self.communicator,
-                              timeout=timeout)
-        idx = coll.allgather([tf.cast(s.indices, tf.int64) for s in slices],
-                             communicator=self.communicator, timeout=timeout)
+        vals = coll.allgather(
+            [s.values for s in slices], communicator=self.communicator, timeout=timeout
+        )
+        idx = coll.allgather(
+            [tf.cast(s.indices, tf.int64) for s in slices],
+            communicator=self.communicator,
+            timeout=timeout,
+        )
         total = n = len(devices)
         comm = coll.active_communicator(self.communicator)
         if comm is not None:

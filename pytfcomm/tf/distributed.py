@@ -50,7 +50,8 @@ def _wire_dtype(compression: Any) -> tf.DType | None:
     if key not in _WIRE:
         raise InvalidArgumentError(
             f"compression must be None, 'none', 'fp16' or 'bf16' (pytfcomm.Compression), "
-            f"got {compression!r}")
+            f"got {compression!r}"
+        )
     return _WIRE[key]
 
 
@@ -102,15 +103,21 @@ def allreduce_gradients(
         sent.append(g)
     wire_op = "sum" if wire is not None and op == "mean" else op
     reduced = coll.allreduce_replicas(
-        [sent], wire_op, communicator=comm, algorithm=algorithm,
-        fusion_threshold_bytes=fusion_threshold_bytes, timeout=timeout)[0]
+        [sent],
+        wire_op,
+        communicator=comm,
+        algorithm=algorithm,
+        fusion_threshold_bytes=fusion_threshold_bytes,
+        timeout=timeout,
+    )[0]
     for i, g, r in zip(dense_idx, dense, reduced, strict=True):
         out[i] = tf.cast(r, g.dtype) if r.dtype != g.dtype else r
     return out
 
 
-def _allgather_slices(g: tf.IndexedSlices, op: str, comm: Any,
-                      timeout: float | None) -> tf.IndexedSlices:
+def _allgather_slices(
+    g: tf.IndexedSlices, op: str, comm: Any, timeout: float | None
+) -> tf.IndexedSlices:
     values = coll.allgather(g.values, communicator=comm, timeout=timeout)
     indices = coll.allgather(tf.cast(g.indices, tf.int64), communicator=comm, timeout=timeout)
     if op == "mean":
@@ -150,20 +157,35 @@ class DistributedGradientTape:
     ) -> None:
         if not isinstance(tape, tf.GradientTape):
             raise InvalidArgumentError(
-                f"DistributedGradientTape wraps a tf.GradientTape, got {type(tape).__name__}")
+                f"DistributedGradientTape wraps a tf.GradientTape, got {type(tape).__name__}"
+            )
         _check_op(op)
         _wire_dtype(compression)
         self._tape = tape
         self._reduce_kwargs = dict(
-            op=op, compression=compression, sparse_as_dense=bool(sparse_as_dense),
-            communicator=communicator, algorithm=algorithm,
-            fusion_threshold_bytes=fusion_threshold_bytes, timeout=timeout)
+            op=op,
+            compression=compression,
+            sparse_as_dense=bool(sparse_as_dense),
+            communicator=communicator,
+            algorithm=algorithm,
+            fusion_threshold_bytes=fusion_threshold_bytes,
+            timeout=timeout,
+        )
 
-    def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
-                 unconnected_gradients: Any = tf.UnconnectedGradients.NONE) -> Any:
+    def gradient(
+        self,
+        target: Any,
+        sources: Any,
+        output_gradients: Any = None,
+        unconnected_gradients: Any = tf.UnconnectedGradients.NONE,
+    ) -> Any:
         """``tf.GradientTape.gradient``, then the all-reduce of every gradient."""
-        grads = self._tape.gradient(target, sources, output_gradients=output_gradients,
-                                    unconnected_gradients=unconnected_gradients)
+        grads = self._tape.gradient(
+            target,
+            sources,
+            output_gradients=output_gradients,
+            unconnected_gradients=unconnected_gradients,
+        )
         flat = tf.nest.flatten(grads)
         return tf.nest.pack_sequence_as(grads, allreduce_gradients(flat, **self._reduce_kwargs))
 

@@ -52,16 +52,24 @@ def DistributedOptimizer(
     """
     _check_op(op)
     _wire_dtype(compression)
-    reduce_kwargs = dict(op=op, compression=compression, sparse_as_dense=bool(sparse_as_dense),
-                         communicator=communicator, algorithm=algorithm,
-                         fusion_threshold_bytes=fusion_threshold_bytes, timeout=timeout)
+    reduce_kwargs = dict(
+        op=op,
+        compression=compression,
+        sparse_as_dense=bool(sparse_as_dense),
+        communicator=communicator,
+        algorithm=algorithm,
+        fusion_threshold_bytes=fusion_threshold_bytes,
+        timeout=timeout,
+    )
     base = type(optimizer)
     if _is_tf_keras(optimizer):
+
         def apply_gradients(self, grads_and_vars, *args, **kwargs):
             pairs = list(grads_and_vars)
             grads = allreduce_gradients([g for g, _ in pairs], **self._pytfcomm_reduce)
             return base.apply_gradients(
-                self, list(zip(grads, [v for _, v in pairs], strict=True)), *args, **kwargs)
+                self, list(zip(grads, [v for _, v in pairs], strict=True)), *args, **kwargs
+            )
 
         body = {"apply_gradients": apply_gradients}
     else:
@@ -70,15 +78,17 @@ def DistributedOptimizer(
         if not isinstance(optimizer, keras.optimizers.Optimizer):
             raise InvalidArgumentError(
                 "DistributedOptimizer wraps a Keras 3 or tf-keras optimizer, got "
-                f"{base.__module__}.{base.__name__}")
+                f"{base.__module__}.{base.__name__}"
+            )
 
         def apply(self, grads, trainable_variables=None):
             reduced = allreduce_gradients(list(grads), **self._pytfcomm_reduce)
             return base.apply(self, reduced, trainable_variables)
 
         body = {"apply": apply}
-    cls = types.new_class(f"Distributed{base.__name__}", (base,),
-                          exec_body=lambda ns: ns.update(body))
+    cls = types.new_class(
+        f"Distributed{base.__name__}", (base,), exec_body=lambda ns: ns.update(body)
+    )
     cls.__module__ = base.__module__
     wrapped = cls.from_config(optimizer.get_config())
     wrapped._pytfcomm_reduce = reduce_kwargs
@@ -155,8 +165,10 @@ class _Callbacks:
     """``pytfcomm.keras.callbacks``: classes built on the Keras in use (Keras 3 or tf-keras)."""
 
     def __getattr__(self, name: str) -> type:
-        mixins = {"BroadcastGlobalVariablesCallback": _BroadcastMixin,
-                  "MetricAverageCallback": _MetricAverageMixin}
+        mixins = {
+            "BroadcastGlobalVariablesCallback": _BroadcastMixin,
+            "MetricAverageCallback": _MetricAverageMixin,
+        }
         if name not in mixins:
             raise AttributeError(f"pytfcomm.keras.callbacks has no attribute {name!r}")
         cls = types.new_class(name, (mixins[name], _callback_base()))

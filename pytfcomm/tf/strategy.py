@@ -44,8 +44,11 @@ def _tf_config_env(resolver: Any) -> dict[str, str]:
     """The environment ``pytfcomm.init`` would see if ``resolver`` were TF_CONFIG."""
     cluster = resolver.cluster_spec().as_dict()
     task = {"type": resolver.task_type, "index": int(resolver.task_id)}
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTFCOMM_RANK", "PYTFCOMM_SIZE", "TF_CONFIG")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTFCOMM_RANK", "PYTFCOMM_SIZE", "TF_CONFIG")
+    }
     env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": task})
     return env
 
@@ -64,8 +67,11 @@ def _resolver_from_communicator(comm: comm_lib.Communicator) -> Any:
     """
     workers = [_cluster.format_addr(comm.host_of(r), 0) for r in range(comm.size)]
     return SimpleClusterResolver(
-        tf.train.ClusterSpec({"worker": workers}), task_type="worker", task_id=comm.rank,
-        rpc_layer="grpc")
+        tf.train.ClusterSpec({"worker": workers}),
+        task_type="worker",
+        task_id=comm.rank,
+        rpc_layer="grpc",
+    )
 
 
 def _existing(communicator: Any) -> Any:
@@ -148,25 +154,37 @@ class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
     ) -> None:
         if algorithm not in _ALGORITHMS:
             raise InvalidArgumentError(
-                f"algorithm must be one of {', '.join(_ALGORITHMS)}, got {algorithm!r}")
+                f"algorithm must be one of {', '.join(_ALGORITHMS)}, got {algorithm!r}"
+            )
         comm, resolver = _join(cluster_resolver, communicator)
         if communication_options is None:
             communication_options = collective_util.Options()
         make = _ALGORITHMS[algorithm]
-        options = dict(fusion_threshold_bytes=fusion_threshold_bytes,
-                       sparse_as_dense=sparse_as_dense, communicator=comm)
+        options = dict(
+            fusion_threshold_bytes=fusion_threshold_bytes,
+            sparse_as_dense=sparse_as_dense,
+            communicator=comm,
+        )
         # What tf.distribute.MultiWorkerMirroredStrategy.__init__ does, with
         # an extended object that starts no TF server and reduces on pytfcomm.
-        distribute_lib.Strategy.__init__(self, Extended(
-            self, cluster_resolver=resolver, communication_options=communication_options,
-            local_devices=local_devices, communicator=comm,
-            make_cross_device_ops=lambda: make(**options)))
+        distribute_lib.Strategy.__init__(
+            self,
+            Extended(
+                self,
+                cluster_resolver=resolver,
+                communication_options=communication_options,
+                local_devices=local_devices,
+                communicator=comm,
+                make_cross_device_ops=lambda: make(**options),
+            ),
+        )
         workers = int(self.extended._num_workers)
         if workers != comm.size:  # a one-worker TF cluster for a bigger pytfcomm job
             raise ConfigError(
                 f"TensorFlow's cluster has {workers} worker(s) but the pytfcomm job has "
                 f"{comm.size} rank(s): give both the same job (one pytfcomm rank per TF "
-                "worker; an evaluator must not join: docs/migrating.md#no-evaluator-task)")
+                "worker; an evaluator must not join: docs/migrating.md#no-evaluator-task)"
+            )
         self._pytfcomm_comm = comm
         backup.install()  # Keras 3 BackupAndRestore: only the chief writes (tf/backup.py)
         uneven_data.install()  # Keras 3 epochs end where every worker's data does

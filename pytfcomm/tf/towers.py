@@ -38,7 +38,8 @@ def average_gradients(
         if len(t) != m:
             raise InvalidArgumentError(
                 f"tower {k} has {len(t)} (grad, var) pairs but tower 0 has {m}; every tower "
-                "must list the same variables in the same order")
+                "must list the same variables in the same order"
+            )
         for pair in t:
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                 raise InvalidArgumentError(f"tower {k} holds {pair!r}, not a (grad, var) pair")
@@ -53,7 +54,8 @@ def average_gradients(
         if nones:
             raise InvalidArgumentError(
                 f"variable {j} ({_name(towers[0][j][1])}) has a gradient in some towers and "
-                "None in others; towers must compute the same gradients")
+                "None in others; towers must compute the same gradients"
+            )
         if all(isinstance(g, tf.IndexedSlices) for g in grads):
             result[j] = (_average_slices(grads, n, communicator), towers[0][j][1])
         else:
@@ -71,8 +73,12 @@ def average_gradients(
             continue
         replicas = [[dense[j][i] for j in group] for i in range(n)]
         reduced = coll.allreduce_replicas(
-            replicas, op, devices=[r[0].device for r in replicas],
-            fusion_threshold_bytes=fusion_threshold_bytes, communicator=communicator)
+            replicas,
+            op,
+            devices=[r[0].device for r in replicas],
+            fusion_threshold_bytes=fusion_threshold_bytes,
+            communicator=communicator,
+        )
         total = n * _processes(communicator)
         for j, g in zip(group, reduced[0], strict=True):
             if op == "sum":
@@ -89,12 +95,16 @@ def _processes(communicator: Any) -> int:
 
 def _average_slices(grads: list[tf.IndexedSlices], n: int, communicator: Any) -> tf.IndexedSlices:
     values = coll.allgather([g.values for g in grads], communicator=communicator)[0]
-    indices = coll.allgather([tf.cast(g.indices, tf.int64) for g in grads],
-                             communicator=communicator)[0]
+    indices = coll.allgather(
+        [tf.cast(g.indices, tf.int64) for g in grads], communicator=communicator
+    )[0]
     total = n * _processes(communicator)
     with tf.device(values.device):
-        return tf.IndexedSlices(values / tf.cast(total, values.dtype),
-                                tf.cast(indices, grads[0].indices.dtype), grads[0].dense_shape)
+        return tf.IndexedSlices(
+            values / tf.cast(total, values.dtype),
+            tf.cast(indices, grads[0].indices.dtype),
+            grads[0].dense_shape,
+        )
 
 
 def _name(var: Any) -> str:

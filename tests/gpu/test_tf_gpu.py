@@ -29,12 +29,22 @@ def _reason() -> str | None:
     except ImportError:
         return "pytfcomm was built without its TF op library"
     if not getattr(built, "TF_GPU_KERNELS", False):
-        return ("the TF op library has no GPU kernels: build pytfcomm with PYTFCOMM_WITH_CUDA=ON "
-                "against a CUDA TensorFlow (docs/gpu.md)")
-    probe = ("import tensorflow as tf; print(int(tf.test.is_built_with_cuda()), "
-             "len(tf.config.list_physical_devices('GPU')))")
-    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
-                       cwd="/", check=False)
+        return (
+            "the TF op library has no GPU kernels: build pytfcomm with PYTFCOMM_WITH_CUDA=ON "
+            "against a CUDA TensorFlow (docs/gpu.md)"
+        )
+    probe = (
+        "import tensorflow as tf; print(int(tf.test.is_built_with_cuda()), "
+        "len(tf.config.list_physical_devices('GPU')))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+        check=False,
+    )
     cuda, gpus = [*r.stdout.split(), "0", "0"][:2] if r.returncode == 0 else ("0", "0")
     if cuda != "1":
         return "TensorFlow is not a CUDA build"

@@ -29,8 +29,9 @@ def _tf() -> Any:
 def _strategy_step(tf: Any, ptf: Any, comm: Any) -> dict:
     """Sum and mean of three tensors over the replicas (and processes), plus a gradient."""
     devices = [d.name for d in tf.config.list_logical_devices("GPU")]
-    strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=ptf.RingAllReduce(
-        communicator=comm))
+    strategy = tf.distribute.MirroredStrategy(
+        devices, cross_device_ops=ptf.RingAllReduce(communicator=comm)
+    )
     base = 10.0 * (comm.rank if comm else 0)
 
     @tf.function
@@ -38,20 +39,29 @@ def _strategy_step(tf: Any, ptf: Any, comm: Any) -> dict:
         def replica_fn() -> Any:
             ctx = tf.distribute.get_replica_context()
             i = tf.cast(ctx.replica_id_in_sync_group, tf.float32) + 1.0 + base
-            xs = [tf.fill([1000], i), tf.cast(tf.fill([7], i), tf.float16),
-                  tf.fill([3, 5], tf.cast(i, tf.float64))]
-            return (ctx.all_reduce(tf.distribute.ReduceOp.SUM, xs),
-                    ctx.all_reduce(tf.distribute.ReduceOp.MEAN, xs))
+            xs = [
+                tf.fill([1000], i),
+                tf.cast(tf.fill([7], i), tf.float16),
+                tf.fill([3, 5], tf.cast(i, tf.float64)),
+            ]
+            return (
+                ctx.all_reduce(tf.distribute.ReduceOp.SUM, xs),
+                ctx.all_reduce(tf.distribute.ReduceOp.MEAN, xs),
+            )
 
         return strategy.run(replica_fn)
 
     before = ptf.counters()["allreduce_ops"]
     sums, means = step()
     out = {
-        "sum": [[float(np.asarray(v).ravel()[0]) for v in strategy.experimental_local_results(t)]
-                for t in sums],
-        "mean": [[float(np.asarray(v).ravel()[0]) for v in strategy.experimental_local_results(t)]
-                 for t in means],
+        "sum": [
+            [float(np.asarray(v).ravel()[0]) for v in strategy.experimental_local_results(t)]
+            for t in sums
+        ],
+        "mean": [
+            [float(np.asarray(v).ravel()[0]) for v in strategy.experimental_local_results(t)]
+            for t in means
+        ],
         "ops": ptf.counters()["allreduce_ops"] - before,
         "devices": [v.device for v in strategy.experimental_local_results(sums[0])],
     }

@@ -36,8 +36,10 @@ def _outcome(fn: Callable[[], Any]) -> dict:
         return {"raised": type(exc).__name__, "message": exc.message}
     except Exception as exc:
         return {"raised": type(exc).__name__, "message": str(exc)}
-    return {"raised": None, "message": repr([getattr(t, "numpy", lambda t=t: t)()
-                                             for t in tf.nest.flatten(out)])[:200]}
+    return {
+        "raised": None,
+        "message": repr([getattr(t, "numpy", lambda t=t: t)() for t in tf.nest.flatten(out)])[:200],
+    }
 
 
 def _entry_points(tf, keras, rank: int) -> dict[str, Callable[[], Any]]:
@@ -53,8 +55,7 @@ def _entry_points(tf, keras, rank: int) -> dict[str, Callable[[], Any]]:
     kopt = pytfcomm.keras.DistributedOptimizer(keras.optimizers.SGD(0.1))
     kopt.build([kw])
     bvars = [tf.Variable(tf.fill([2], float(rank)))]
-    mirrored = tf.distribute.MirroredStrategy(devices(2),
-                                              cross_device_ops=pytfcomm.RingAllReduce())
+    mirrored = tf.distribute.MirroredStrategy(devices(2), cross_device_ops=pytfcomm.RingAllReduce())
     pair = mirrored.experimental_distribute_values_from_function(lambda ctx: x)
     multi = pytfcomm.MultiWorkerMirroredStrategy()  # the default communicator's job
 
@@ -77,8 +78,9 @@ def _entry_points(tf, keras, rank: int) -> dict[str, Callable[[], Any]]:
         "broadcast_variables": broadcast_vars,
         "average_gradients": lambda: ptf.average_gradients([[(x, w)]]),
         "cross_device_ops": lambda: mirrored.extended.batch_reduce_to("SUM", [(pair, pair)]),
-        "strategy_reduce": lambda: multi.reduce("SUM", multi.run(lambda: tf.identity(x)),
-                                                axis=None),
+        "strategy_reduce": lambda: multi.reduce(
+            "SUM", multi.run(lambda: tf.identity(x)), axis=None
+        ),
     }
 
 

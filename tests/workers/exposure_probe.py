@@ -41,8 +41,13 @@ def _tf_client(target: str, path: str) -> dict:
         with tf.compat.v1.Session(f"grpc://{target}", config=config) as sess:
             devices = [d.name for d in sess.list_devices()]
             got_one, got_data = sess.run([one, data])
-    return {"ran": True, "devices": devices, "one_plus_one": float(got_one),
-            "read": got_data.decode(errors="replace"), "seconds": time.monotonic() - t0}
+    return {
+        "ran": True,
+        "devices": devices,
+        "one_plus_one": float(got_one),
+        "read": got_data.decode(errors="replace"),
+        "seconds": time.monotonic() - t0,
+    }
 
 
 def _probe(out: str, target: str, path: str) -> None:
@@ -64,8 +69,7 @@ def _probe(out: str, target: str, path: str) -> None:
 
 def main() -> None:
     out, path, *targets = sys.argv[1:]
-    threads = [threading.Thread(target=_probe, args=(out, t, path), daemon=True)
-               for t in targets]
+    threads = [threading.Thread(target=_probe, args=(out, t, path), daemon=True) for t in targets]
     for t in threads:
         t.start()
     for t in threads:

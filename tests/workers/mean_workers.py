@@ -14,8 +14,8 @@ import os
 import numpy as np
 
 # Replica r's values; the test computes TF's answer from these.
-INT_VALUES = (-10, 7, 3)          # replica r adds -r to each
-HALF_BIG = 60000.0                # float16 max is 65504: two replicas overflow the sum
+INT_VALUES = (-10, 7, 3)  # replica r adds -r to each
+HALF_BIG = 60000.0  # float16 max is 65504: two replicas overflow the sum
 
 
 def replica_values(r: int) -> dict[str, np.ndarray]:
@@ -37,11 +37,13 @@ def mean(rank: int, size: int, addr: str, ndev: int) -> dict:
     import pytfcomm
 
     strategy = pytfcomm.MultiWorkerMirroredStrategy(
-        local_devices=[f"CPU:{i}" for i in range(ndev)] if ndev > 1 else None)
+        local_devices=[f"CPU:{i}" for i in range(ndev)] if ndev > 1 else None
+    )
     out: dict = {}
     for name in replica_values(0):
         v = strategy.experimental_distribute_values_from_function(
-            lambda ctx, name=name: tf.constant(replica_values(ctx.replica_id_in_sync_group)[name]))
+            lambda ctx, name=name: tf.constant(replica_values(ctx.replica_id_in_sync_group)[name])
+        )
         got = strategy.reduce("MEAN", v, axis=None)
         out[f"reduce/{name}"] = (got.dtype.name, got.numpy())
         got = strategy.extended.reduce_to("MEAN", v, destinations="/device:CPU:0")
@@ -53,7 +55,8 @@ def mean(rank: int, size: int, addr: str, ndev: int) -> dict:
         @tf.function
         def in_replica(x):
             return strategy.run(
-                lambda y: tf.distribute.get_replica_context().all_reduce("MEAN", y), args=(x,))
+                lambda y: tf.distribute.get_replica_context().all_reduce("MEAN", y), args=(x,)
+            )
 
         local = strategy.experimental_local_results(in_replica(v))
         out[f"replica/{name}"] = (local[0].dtype.name, [x.numpy() for x in local])

@@ -15,7 +15,7 @@ import numpy as np
 from tf_setup import digits
 
 GLOBAL_BATCH = 48  # divisible by every replica count tested (2, 3, 4, 6)
-STEPS = 4          # per epoch
+STEPS = 4  # per epoch
 EPOCHS = 2
 LR = 0.1
 
@@ -45,8 +45,7 @@ def _data():
 
 def _model(k, seed: int = 0):
     k.utils.set_random_seed(seed)
-    return k.Sequential([k.Input((64,)), k.layers.Dense(32, activation="relu"),
-                         k.layers.Dense(10)])
+    return k.Sequential([k.Input((64,)), k.layers.Dense(32, activation="relu"), k.layers.Dense(10)])
 
 
 def _loss(k):
@@ -70,16 +69,22 @@ def _set_tf_config(rank: int, tf_ports: list[int], addr: str, with_chief: bool =
     hosts = [f"127.0.0.1:{p}" for p in tf_ports]
     if with_chief:  # the chief is rank 0, the workers follow
         cluster = {"chief": hosts[:1], "worker": hosts[1:]}
-        task = {"type": "chief", "index": 0} if rank == 0 else {"type": "worker",
-                                                                 "index": rank - 1}
+        task = {"type": "chief", "index": 0} if rank == 0 else {"type": "worker", "index": rank - 1}
     else:
         cluster, task = {"worker": hosts}, {"type": "worker", "index": rank}
     os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": task})
     os.environ["PYTFCOMM_ADDR"] = addr  # the harness's free port for pytfcomm itself
 
 
-def mwms(rank: int, size: int, addr: str, ndev: int, tf_ports: list[int],
-         legacy: bool = False, with_chief: bool = False) -> dict:
+def mwms(
+    rank: int,
+    size: int,
+    addr: str,
+    ndev: int,
+    tf_ports: list[int],
+    legacy: bool = False,
+    with_chief: bool = False,
+) -> dict:
     """pytfcomm.MultiWorkerMirroredStrategy: Keras fit, then a custom training loop.
 
     ``tf_ports=None``: no TF_CONFIG at all, only PYTFCOMM_RANK/SIZE/ADDR (what srun or
@@ -97,7 +102,8 @@ def mwms(rank: int, size: int, addr: str, ndev: int, tf_ports: list[int],
     import pytfcomm.tf as ptf
 
     strategy = pytfcomm.MultiWorkerMirroredStrategy(
-        local_devices=[f"CPU:{i}" for i in range(ndev)] if ndev > 1 else None)
+        local_devices=[f"CPU:{i}" for i in range(ndev)] if ndev > 1 else None
+    )
     assert strategy.num_replicas_in_sync == size * ndev, strategy.num_replicas_in_sync
     x, y = _data()
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
@@ -126,9 +132,12 @@ def mwms(rank: int, size: int, addr: str, ndev: int, tf_ports: list[int],
 def _beyond_fit(tf, strategy, model, ds) -> dict:
     """evaluate, predict, gather, dataset sharding and a checkpoint, under the strategy."""
     ext = strategy.extended
-    out = {"devices": list(ext.worker_devices), "chief": bool(ext.should_checkpoint),
-           "task": (strategy.cluster_resolver.task_type, strategy.cluster_resolver.task_id),
-           "between_graph": ext._cross_device_ops._num_between_graph_workers}
+    out = {
+        "devices": list(ext.worker_devices),
+        "chief": bool(ext.should_checkpoint),
+        "task": (strategy.cluster_resolver.task_type, strategy.cluster_resolver.task_id),
+        "between_graph": ext._cross_device_ops._num_between_graph_workers,
+    }
     rank = strategy.communicator.rank
     with strategy.scope():  # every worker starts from the chief's values (int16: raw bytes)
         made = [tf.Variable(tf.fill([3], float(rank + 1))), tf.Variable(rank + 1, dtype=tf.int16)]
@@ -136,14 +145,19 @@ def _beyond_fit(tf, strategy, model, ds) -> dict:
     out["evaluate"] = float(model.evaluate(ds, verbose=0))
     out["predict_shape"] = list(model.predict(ds, verbose=0).shape)
     ids = strategy.experimental_distribute_values_from_function(
-        lambda ctx: tf.fill([1, 2], float(ctx.replica_id_in_sync_group)))
+        lambda ctx: tf.fill([1, 2], float(ctx.replica_id_in_sync_group))
+    )
     out["gather"] = strategy.gather(ids, axis=0).numpy()[:, 0].tolist()
     # Which elements this worker's replicas get of a globally batched dataset.
     rows = strategy.experimental_distribute_dataset(
-        tf.data.Dataset.range(2 * GLOBAL_BATCH).batch(GLOBAL_BATCH))
-    out["shard"] = sorted(int(v) for batch in rows
-                          for part in strategy.experimental_local_results(batch)
-                          for v in part.numpy())
+        tf.data.Dataset.range(2 * GLOBAL_BATCH).batch(GLOBAL_BATCH)
+    )
+    out["shard"] = sorted(
+        int(v)
+        for batch in rows
+        for part in strategy.experimental_local_results(batch)
+        for v in part.numpy()
+    )
     # Every worker writes (the chief where others read it, the rest to their
     # own directory), then all restore the chief's over zeroed weights.
     task_id = strategy.cluster_resolver.task_id
@@ -155,8 +169,7 @@ def _beyond_fit(tf, strategy, model, ds) -> dict:
     for v in model.weights:
         v.assign(tf.zeros_like(v))
     ckpt.read(os.path.join("ckpt", "chief", "weights")).assert_existing_objects_matched()
-    out["restored"] = all(np.array_equal(a, b) for a, b in zip(saved, _weights(model),
-                                                                 strict=True))
+    out["restored"] = all(np.array_equal(a, b) for a, b in zip(saved, _weights(model), strict=True))
     out["ckpt_dirs"] = sorted(os.listdir("ckpt"))
     strategy.communicator.barrier(timeout=60)  # nobody leaves while others still read
     return out
@@ -173,8 +186,7 @@ def _custom_loop(tf, k, strategy, ds) -> list[np.ndarray]:
         def replica_fn(xb, yb):
             with tf.GradientTape() as tape:
                 logits = model(xb, training=True)
-                per_example = k.losses.sparse_categorical_crossentropy(yb, logits,
-                                                                        from_logits=True)
+                per_example = k.losses.sparse_categorical_crossentropy(yb, logits, from_logits=True)
                 loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
             grads = tape.gradient(loss, model.trainable_variables)
             opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
@@ -192,14 +204,18 @@ def _shard(rank: int, size: int):
     """This rank's rows of every global batch, in step order."""
     x, y = _data()
     local = GLOBAL_BATCH // size
-    rows = np.concatenate([np.arange(s * GLOBAL_BATCH + rank * local,
-                                     s * GLOBAL_BATCH + (rank + 1) * local)
-                           for s in range(STEPS)])
+    rows = np.concatenate(
+        [
+            np.arange(s * GLOBAL_BATCH + rank * local, s * GLOBAL_BATCH + (rank + 1) * local)
+            for s in range(STEPS)
+        ]
+    )
     return x[rows], y[rows], local
 
 
-def horovod(rank: int, size: int, addr: str, legacy: bool = False,
-            compression: str | None = None) -> dict:
+def horovod(
+    rank: int, size: int, addr: str, legacy: bool = False, compression: str | None = None
+) -> dict:
     """One process per device: DistributedOptimizer + callbacks (fit), DistributedGradientTape."""
     tf = _tf(1)
     k = _keras(legacy)
@@ -212,22 +228,27 @@ def horovod(rank: int, size: int, addr: str, legacy: bool = False,
 
     # fit: rank r starts from different weights; the callback broadcasts rank 0's.
     model = _model(k, seed=rank)
-    opt = pytfcomm.keras.DistributedOptimizer(k.optimizers.SGD(LR, momentum=0.9),
-                                              compression=compression)
+    opt = pytfcomm.keras.DistributedOptimizer(
+        k.optimizers.SGD(LR, momentum=0.9), compression=compression
+    )
     assert isinstance(opt, k.optimizers.SGD)
     model.compile(opt, _loss(k))
-    cbs = [pytfcomm.keras.callbacks.BroadcastGlobalVariablesCallback(0),
-           pytfcomm.keras.callbacks.MetricAverageCallback()]
-    hist = model.fit(x, y, batch_size=local, epochs=EPOCHS, shuffle=False, verbose=0,
-                     callbacks=cbs)
+    cbs = [
+        pytfcomm.keras.callbacks.BroadcastGlobalVariablesCallback(0),
+        pytfcomm.keras.callbacks.MetricAverageCallback(),
+    ]
+    hist = model.fit(x, y, batch_size=local, epochs=EPOCHS, shuffle=False, verbose=0, callbacks=cbs)
     out["fit"] = _weights(model)
     out["loss"] = [float(v) for v in hist.history["loss"]]
 
     if not legacy:
         out["tape"] = _tape_loop(tf, k, x, y, local, compression)
         # broadcast_variables on its own: every rank ends with rank 1's values.
-        vs = [tf.Variable(tf.fill([3], float(rank))), tf.Variable([rank, rank], dtype=tf.int64),
-              tf.Variable(rank == 1)]
+        vs = [
+            tf.Variable(tf.fill([3], float(rank))),
+            tf.Variable([rank, rank], dtype=tf.int64),
+            tf.Variable(rank == 1),
+        ]
         pytfcomm.broadcast_variables(vs, root=1)
         out["broadcast"] = [v.numpy().tolist() for v in vs]
     out["counters"] = ptf.counters()
@@ -248,8 +269,9 @@ def _tape_loop(tf, k, x, y, local: int, compression: str | None) -> list[np.ndar
     def step(xb, yb):
         with tf.GradientTape() as tape:
             logits = model(xb, training=True)
-            loss = tf.reduce_mean(k.losses.sparse_categorical_crossentropy(
-                yb, logits, from_logits=True))
+            loss = tf.reduce_mean(
+                k.losses.sparse_categorical_crossentropy(yb, logits, from_logits=True)
+            )
         tape = pytfcomm.DistributedGradientTape(tape, compression=compression)
         grads = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
@@ -257,7 +279,7 @@ def _tape_loop(tf, k, x, y, local: int, compression: str | None) -> list[np.ndar
 
     for _ in range(EPOCHS):
         for s in range(STEPS):
-            step(x[s * local:(s + 1) * local], y[s * local:(s + 1) * local])
+            step(x[s * local : (s + 1) * local], y[s * local : (s + 1) * local])
     return _weights(model)
 
 
@@ -325,14 +347,16 @@ def tf_fault(rank: int, size: int, addr: str, fault: str) -> dict:
     pytfcomm.init(rank=rank, size=size, addr=addr)
     w = tf.Variable(tf.ones([1000]))
     opts = tf.distribute.experimental.CommunicationOptions(
-        timeout_seconds=None if fault == "stop" else 3.0)
+        timeout_seconds=None if fault == "stop" else 3.0
+    )
 
     @tf.function
     def step():
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(w * w)
-        g = pytfcomm.DistributedGradientTape(
-            tape, timeout=opts.timeout_seconds).gradient(loss, [w])[0]
+        g = pytfcomm.DistributedGradientTape(tape, timeout=opts.timeout_seconds).gradient(
+            loss, [w]
+        )[0]
         w.assign_sub(0.01 * g)
         return loss
 
@@ -346,8 +370,9 @@ def tf_fault(rank: int, size: int, addr: str, fault: str) -> dict:
             # Something must end a stopped process once the test has its answer.
             import subprocess
 
-            subprocess.Popen(["sh", "-c", f"sleep 30; kill -9 {os.getpid()}"],
-                             start_new_session=True)
+            subprocess.Popen(
+                ["sh", "-c", f"sleep 30; kill -9 {os.getpid()}"], start_new_session=True
+            )
             os.kill(os.getpid(), signal.SIGSTOP)
         time.sleep(30)  # hung: the others give up at the 3 s deadline
         return {"victim": True}
@@ -356,6 +381,9 @@ def tf_fault(rank: int, size: int, addr: str, fault: str) -> dict:
         for _ in range(100):
             step()
     except tf.errors.OpError as exc:  # what a training loop catches
-        return {"error": type(exc).__name__, "message": exc.message,
-                "seconds": time.monotonic() - t0}
+        return {
+            "error": type(exc).__name__,
+            "message": exc.message,
+            "seconds": time.monotonic() - t0,
+        }
     return {"error": None}

@@ -97,15 +97,18 @@ def cond_and_while(rank: int, size: int, addr: str, steps: int) -> dict:
     @tf.function
     def step(x, k):
         flag = ptf.allreduce(tf.reshape(tf.cast(k % 2, tf.float32), [1]), op="max")
-        y = tf.cond(flag[0] > 0,
-                    lambda: ptf.allreduce(x, op="sum"),
-                    lambda: ptf.allreduce(x * 3.0, op="sum"))
+        y = tf.cond(
+            flag[0] > 0,
+            lambda: ptf.allreduce(x, op="sum"),
+            lambda: ptf.allreduce(x * 3.0, op="sum"),
+        )
 
         def body(i, acc):
             return i + 1, acc + ptf.allreduce(tf.fill([7], tf.cast(i, tf.float32)), op="sum")
 
-        _, acc = tf.while_loop(lambda i, acc: i < 4, body, [tf.constant(0), tf.zeros([7])],
-                               parallel_iterations=4)
+        _, acc = tf.while_loop(
+            lambda i, acc: i < 4, body, [tf.constant(0), tf.zeros([7])], parallel_iterations=4
+        )
         z = ptf.allreduce(y[:3] + acc[:3], op="max")
         return y, acc, z
 

@@ -37,7 +37,8 @@ def cross_worker(rank: int, size: int, addr: str) -> dict:
     assert ga[0].numpy()[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0], ga[0].numpy()
     strategy = tf.distribute.MirroredStrategy(devs, cross_device_ops=pytfcomm.RingAllReduce())
     v = strategy.experimental_distribute_values_from_function(
-        lambda ctx: tf.fill([5], float(2 * rank + ctx.replica_id_in_sync_group)))
+        lambda ctx: tf.fill([5], float(2 * rank + ctx.replica_id_in_sync_group))
+    )
     r = strategy.extended.batch_reduce_to(tf.distribute.ReduceOp.MEAN, [(v, v)])[0]
     assert np.all(r.values[1].numpy() == 1.5)
     out["counters"] = ptf.counters()
@@ -90,19 +91,24 @@ def legacy_keras_fit(rank: int, size: int, addr: str) -> dict:
 
     x, y = digits(256)
     weights = {}
-    for name, ops in [("ring", pytfcomm.RingAllReduce()),
-                      ("one", tf.distribute.ReductionToOneDevice())]:
+    for name, ops in [
+        ("ring", pytfcomm.RingAllReduce()),
+        ("one", tf.distribute.ReductionToOneDevice()),
+    ]:
         strategy = tf.distribute.MirroredStrategy(devices(4), cross_device_ops=ops)
         tf.keras.utils.set_random_seed(0)
         with strategy.scope():
-            model = tf.keras.Sequential([tf.keras.layers.Dense(16, "relu", input_shape=(64,)),
-                                         tf.keras.layers.Dense(10)])
-            model.compile(tf.keras.optimizers.SGD(0.1),
-                          tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            model = tf.keras.Sequential(
+                [tf.keras.layers.Dense(16, "relu", input_shape=(64,)), tf.keras.layers.Dense(10)]
+            )
+            model.compile(
+                tf.keras.optimizers.SGD(0.1),
+                tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            )
         assert "tf_keras" in type(model).__module__ or "keras.src" not in type(model).__module__
         model.fit(x, y, batch_size=64, epochs=2, shuffle=False, verbose=0)
         weights[name] = [w.numpy() for w in model.weights]
-    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(weights["ring"], weights["one"],
-                                                            strict=True))
-    return {"diff": diff, "counters": ptf.counters(),
-            "keras_module": type(model).__module__}
+    diff = max(
+        float(np.max(np.abs(a - b))) for a, b in zip(weights["ring"], weights["one"], strict=True)
+    )
+    return {"diff": diff, "counters": ptf.counters(), "keras_module": type(model).__module__}

@@ -28,8 +28,7 @@ def _tf(ndev: int = 1):
 
 def _rows(rank: int, width: int = 3) -> np.ndarray:
     """rank + 1 rows of ``width``, each value naming its rank and row."""
-    return (np.arange((rank + 1) * width, dtype=np.float32).reshape(rank + 1, width)
-            + 100 * rank)
+    return np.arange((rank + 1) * width, dtype=np.float32).reshape(rank + 1, width) + 100 * rank
 
 
 def _expected(size: int, width: int = 3) -> np.ndarray:
@@ -80,12 +79,14 @@ def tf_allgather(rank: int, size: int, addr: str) -> dict:
             return ptf.allgather(x)
 
         # The same function with a different row count every call.
-        out["traced"] = [traced(tf.constant(_rows(rank + k) + k)).numpy().tolist()
-                         for k in range(3)]
+        out["traced"] = [
+            traced(tf.constant(_rows(rank + k) + k)).numpy().tolist() for k in range(3)
+        ]
         # d(sum(w * gather(x)))/dx: this process's rows of w.
         x = tf.Variable(_rows(rank))
-        w = tf.constant(np.arange(_expected(size).size, dtype=np.float32)
-                        .reshape(_expected(size).shape))
+        w = tf.constant(
+            np.arange(_expected(size).size, dtype=np.float32).reshape(_expected(size).shape)
+        )
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(w * ptf.allgather(x))
         out["grad"] = tape.gradient(loss, x).numpy().tolist()
@@ -109,7 +110,8 @@ def strategy_gather(rank: int, size: int, addr: str, ndev: int) -> dict:
     import pytfcomm
 
     strategy = pytfcomm.MultiWorkerMirroredStrategy(
-        local_devices=[f"CPU:{i}" for i in range(ndev)] if ndev > 1 else None)
+        local_devices=[f"CPU:{i}" for i in range(ndev)] if ndev > 1 else None
+    )
     out: dict = {}
 
     def rows_of(ctx):  # replica i contributes i + 1 rows of value i
@@ -164,8 +166,7 @@ def _sparse_loop(tf, strategy, rank: int) -> list[list[float]]:
 
 def _predict_model(k):
     k.utils.set_random_seed(3)
-    return k.Sequential([k.Input((64,)), k.layers.Dense(16, activation="relu"),
-                         k.layers.Dense(10)])
+    return k.Sequential([k.Input((64,)), k.layers.Dense(16, activation="relu"), k.layers.Dense(10)])
 
 
 def predict_remainder(rank: int, size: int, addr: str, legacy: bool) -> dict:
@@ -194,8 +195,14 @@ def predict_remainder(rank: int, size: int, addr: str, legacy: bool) -> dict:
 FIT_BATCH = 16  # per worker
 
 
-def fit_uneven(rank: int, size: int, addr: str, steps_per_epoch: int | None,
-               repeat: bool = False, epochs: int = 2) -> dict:
+def fit_uneven(
+    rank: int,
+    size: int,
+    addr: str,
+    steps_per_epoch: int | None,
+    repeat: bool = False,
+    epochs: int = 2,
+) -> dict:
     """Keras 3 fit where worker w has 4 + w batches of its own (no auto-sharding)."""
     os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size), PYTFCOMM_ADDR=addr)
     os.environ.pop("TF_CONFIG", None)
@@ -215,8 +222,12 @@ def fit_uneven(rank: int, size: int, addr: str, steps_per_epoch: int | None,
         ds = ds.repeat()
     with strategy.scope():
         model = _predict_model(keras)
-        model.compile(keras.optimizers.SGD(0.05),
-                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.compile(
+            keras.optimizers.SGD(0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        )
     hist = model.fit(ds, epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=0)
-    return {"weights": [w.numpy() for w in model.weights], "loss": hist.history["loss"],
-            "steps": int(model.optimizer.iterations.numpy())}
+    return {
+        "weights": [w.numpy() for w in model.weights],
+        "loss": hist.history["loss"],
+        "steps": int(model.optimizer.iterations.numpy()),
+    }

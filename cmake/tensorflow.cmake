@@ -62,7 +62,7 @@ else()
   add_library(_tf_ops MODULE ${PYTFCOMM_TF_SOURCES})
   set_target_properties(_tf_ops PROPERTIES PREFIX "" INSTALL_RPATH "$ORIGIN")
   target_compile_options(_tf_ops PRIVATE ${_tf_cflags} -Wno-deprecated-declarations
-                                         -Wno-interference-size)
+                                         -Wno-interference-size -Wundef)
   target_link_libraries(_tf_ops PRIVATE pytfcomm_core ${_tf_lflags})
   install(TARGETS _tf_ops LIBRARY DESTINATION pytfcomm)
 

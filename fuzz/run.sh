@@ -12,7 +12,7 @@ OUT=${PYTFCOMM_FUZZ_DIR:-build/fuzz}
 CXX=${FUZZ_CXX:-clang++}
 mkdir -p "$OUT/corpus"
 SRC=(fuzz/fuzz_wire.cc csrc/transport/wire_check.cc csrc/common/sha256.cc
-     csrc/transport/tcp/handshake.cc csrc/transport/net/socket.cc csrc/common/error.cc
+     csrc/transport/tcp/handshake.cc csrc/transport/net/socket.cc
      csrc/common/logging.cc csrc/common/param.cc csrc/common/interrupt.cc
      csrc/engine/round_record.cc)
 "$CXX" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

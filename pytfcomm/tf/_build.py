@@ -30,7 +30,15 @@ from ..errors import ConfigError
 
 PACKAGE = Path(__file__).resolve().parent.parent
 SOURCES = PACKAGE / "_tf_src"
-EXTRA_FLAGS = ["-O2", "-fPIC", "-Wno-deprecated-declarations", "-Wno-interference-size"]
+# -Wundef: an #if on a tf_config.h setting without the header is a warning, not a
+# silently disabled feature (TF's own headers are clean of it).
+EXTRA_FLAGS = [
+    "-O2",
+    "-fPIC",
+    "-Wno-deprecated-declarations",
+    "-Wno-interference-size",
+    "-Wundef",
+]
 
 
 def cache_root() -> Path:

@@ -96,7 +96,7 @@ def test_gradient_of_a_group_is_a_group(gpu_kernels):
 
 def test_groups_are_ordered_for_other_processes(gpu_kernels):
     # A stand-in communicator of 2 processes: tracing only reads its handle.
-    comm = SimpleNamespace(size=2, rank=0, closed=False, _core=SimpleNamespace(handle=424242))
+    comm = SimpleNamespace(size=2, rank=0, closed=False, native_handle=424242)
 
     def step(a, b):
         first = ptf.allreduce_replicas([[a], [b]], devices=GPUS, communicator=comm)

@@ -23,19 +23,27 @@ enum class When : uint8_t { kInit, kFirstUse };
 // param_table.def). Integer bounds are held as doubles: all are below 2^53.
 struct Rule {
   Kind kind;
-  double fallback = 0;         // kInt, kReal; kBool: 1 or 0
-  double lo = 0, hi = 0;       // kInt, kReal
-  const char* unit = "";       // kInt, kReal: "seconds" shows as "600 s"
-  const char* text = "";       // kChoice, kPath: the default
-  const char* choices = "";    // kChoice: "a|b|c"
-  double word_value = 0;       // kInt, kReal: spelt (and accepted as) `word`
-  const char* word = nullptr;  // kInt, kReal: word_value's spelling; kPath: the empty value's
+  double fallback = 0;          // kInt, kReal; kBool: 1 or 0
+  double lo = 0, hi = 0;        // kInt, kReal
+  const char* unit = "";        // kInt, kReal: "seconds" shows as "600 s"
+  const char* text = "";        // kChoice, kPath: the default
+  const char* choices = "";     // kChoice: "a|b|c"
+  double word_value = 0;        // kInt, kReal: spelt (and accepted as) `word`
+  const char* word = nullptr;   // kInt, kReal: word_value's spelling; kPath: the empty value's
+  bool word_number_too = true;  // kInt, kReal: word_value is accepted as a number as well
   bool pow2 = false;
 
   constexpr Rule or_word(double value, const char* w) const {
     Rule r = *this;
     r.word_value = value;
     r.word = w;
+    return r;
+  }
+  // Like or_word, but only the word means `value`: the number itself stays
+  // out of range (PYTFCOMM_TCP_STREAMS=0 was always an error).
+  constexpr Rule or_word_only(double value, const char* w) const {
+    Rule r = or_word(value, w);
+    r.word_number_too = false;
     return r;
   }
   constexpr Rule when_empty(const char* w) const {
@@ -194,7 +202,7 @@ bool parse_int(const char* s, const Rule& r, int64_t& out) {
   long long x = std::strtoll(s, &end, 10);
   if (errno != 0 || end == s || *end != '\0') return false;
   out = x;
-  if (r.word && x == static_cast<int64_t>(r.word_value)) return true;
+  if (r.word && r.word_number_too && x == static_cast<int64_t>(r.word_value)) return true;
   return x >= static_cast<int64_t>(r.lo) && x <= static_cast<int64_t>(r.hi) &&
          (!r.pow2 || (x & (x - 1)) == 0);
 }
@@ -208,7 +216,8 @@ bool parse_real(const char* s, const Rule& r, double& out) {
   errno = 0;
   out = std::strtod(s, &end);
   if (errno != 0 || end == s || *end != '\0') return false;
-  return (r.word && out == r.word_value) || (out >= r.lo && out <= r.hi);  // NaN fails
+  return (r.word && r.word_number_too && out == r.word_value) ||
+         (out >= r.lo && out <= r.hi);  // NaN fails
 }
 
 bool is_choice(const char* s, const char* choices) {

@@ -79,6 +79,15 @@ TEST(Params, WordsAndSpecialValues) {
     EXPECT_TRUE(contains(config_error(ParamId::tcp_streams), "[1, 16] or auto"));
   }
   {
+    // auto is 0 inside, but 0 connections is no setting a user means: an error.
+    Env e("PYTFCOMM_TCP_STREAMS", "0");
+    EXPECT_TRUE(contains(config_error(ParamId::tcp_streams), "[1, 16] or auto"));
+  }
+  {
+    Env e("PYTFCOMM_LOCAL_THREADS", "0");
+    EXPECT_TRUE(contains(config_error(ParamId::local_threads), "[1, 256] or auto"));
+  }
+  {
     Env e("PYTFCOMM_PEER_TIMEOUT", "0");  // off, although below the minimum
     EXPECT_EQ(read_param(ParamId::peer_timeout_s).real, 0.0);
   }

@@ -43,6 +43,7 @@ _TF_NAMES = frozenset(
         "allgather",
         "keras",
         "set_default_communicator",
+        "pin_gpu",
     }
 )
 

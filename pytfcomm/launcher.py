@@ -4,13 +4,15 @@
 
     pytfcomm-run -np 4 python train.py --epochs 3          # 4 ranks on this machine
     pytfcomm-run -H node1:4,node2:4 python train.py        # 8 ranks, node2's over ssh
+    pytfcomm-run -np 4 --gpus-per-rank 1 python train.py   # rank r sees only GPU r
 
 Every rank gets PYTFCOMM_RANK/SIZE/ADDR/LOCAL_RANK/LOCAL_SIZE, TF_CONFIG and the job
 secret PYTFCOMM_SECRET; its output lines are prefixed with ``[rank] ``. When a rank fails
 the others are stopped and the launcher exits with that rank's code, or with
 ``--restarts N`` starts every rank again, up to N times (``PYTFCOMM_RESTART_COUNT`` tells
-the ranks which run they are in). Under ``srun`` or ``mpirun`` no launcher is needed:
-``pytfcomm.init()`` reads their variables.
+the ranks which run they are in). ``--gpus-per-rank N`` sets each rank's
+CUDA_VISIBLE_DEVICES to its N GPUs (``_launch/gpus.py``). Under ``srun`` or ``mpirun``
+no launcher is needed: ``pytfcomm.init()`` reads their variables.
 docs/launching.md describes every option; docs/security.md the secret.
 
 This module imports neither TensorFlow nor anything that needs it.
@@ -24,7 +26,16 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from ._launch.hosts import Host, UsageError, is_local_host, parse_host_list, parse_hostfile, place
+from ._launch.gpus import GPUS_PER_RANK_VAR, assign_gpus, visible_gpus
+from ._launch.hosts import (
+    Host,
+    Placement,
+    UsageError,
+    is_local_host,
+    parse_host_list,
+    parse_hostfile,
+    place,
+)
 from ._launch.output import OutputRelay
 from ._launch.plan import (
     forwarded_vars,
@@ -140,6 +151,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME[=VALUE]",
         help="also set this variable on remote ranks (repeatable)",
     )
+    p.add_argument(
+        "--gpus-per-rank",
+        type=_positive_int,
+        metavar="N",
+        help="give each rank N GPUs of its host: CUDA_VISIBLE_DEVICES of local rank r is "
+        "GPUs r*N..r*N+N-1 (of --gpus, else this CUDA_VISIBLE_DEVICES, else nvidia-smi -L); "
+        "an error before anything starts when a host has too few",
+    )
+    p.add_argument(
+        "--gpus",
+        metavar="LIST",
+        help="with --gpus-per-rank: the GPUs every host hands out, e.g. 0,1,2,3 or GPU "
+        "UUIDs (default: this machine's CUDA_VISIBLE_DEVICES, else all nvidia-smi -L lists)",
+    )
     p.add_argument("--no-prefix", action="store_true", help="relay output without '[rank] '")
     p.add_argument(
         "--output-dir",
@@ -187,6 +212,22 @@ def _check_bind(bind: str | None) -> None:
         raise UsageError(f"--bind {bind!r} is not an address of this machine.")
 
 
+def _gpu_envs(
+    args: argparse.Namespace, placements: list[Placement], exported: dict[str, str]
+) -> list[dict[str, str]]:
+    """Each rank's GPU variables (``--gpus-per-rank``), or empty dicts without it."""
+    if args.gpus_per_rank is None:
+        if args.gpus is not None:
+            raise UsageError("--gpus needs --gpus-per-rank N (how many GPUs each rank gets).")
+        return [{} for _ in placements]
+    if "CUDA_VISIBLE_DEVICES" in exported:
+        raise UsageError("-x CUDA_VISIBLE_DEVICES: --gpus-per-rank sets it per rank (use --gpus).")
+    gpus, source = visible_gpus(args.gpus, os.environ)
+    lists = assign_gpus(placements, args.gpus_per_rank, gpus, source)
+    per_rank = str(args.gpus_per_rank)
+    return [{"CUDA_VISIBLE_DEVICES": g, GPUS_PER_RANK_VAR: per_rank} for g in lists]
+
+
 def _rank_specs(
     args: argparse.Namespace, command: list[str], attempt: int = 0
 ) -> tuple[list[RankSpec], str]:
@@ -198,11 +239,12 @@ def _rank_specs(
     secret = job_secret(os.environ)
     runs = {"PYTFCOMM_RESTART_COUNT": str(attempt), "PYTFCOMM_MAX_RESTARTS": str(args.restarts)}
     exported = forwarded_vars(args.export, os.environ)
+    gpu_envs = _gpu_envs(args, placements, exported)
     base = {**local_env(os.environ), **exported}
     passthrough = {**remote_passthrough(os.environ), **exported}
     specs = []
-    for p, rank_env in zip(plan.placements, plan.envs, strict=True):
-        env = {**rank_env, **runs}
+    for p, rank_env, gpu_env in zip(plan.placements, plan.envs, gpu_envs, strict=True):
+        env = {**rank_env, **runs, **gpu_env}
         if p.host.local:
             full = {**base, **env, "PYTFCOMM_SECRET": secret}
             specs.append(RankSpec(p.rank, p.host.target, command, full))

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from pytfcomm import _cluster
+from pytfcomm import launcher as launcher_mod
+from pytfcomm._launch import gpus as gpus_mod
 from pytfcomm._launch import hosts as hosts_mod
 from pytfcomm._launch import plan as plan_mod
 from pytfcomm._launch.remote import remote_command
@@ -280,6 +282,119 @@ def test_ranks_die_with_the_launcher(tmp_path: Path) -> None:
         os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up: PR_SET_PDEATHSIG must
         proc.communicate(timeout=30)
     assert wait_gone(_pids(tmp_path, 2), timeout=10) == []
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+def _fake_nvidia_smi(tmp_path: Path, listing: str, code: int = 0) -> dict[str, str]:
+    """An environment whose PATH finds a fake ``nvidia-smi`` (and no CUDA_VISIBLE_DEVICES)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / "nvidia-smi"
+    script = f"#!/bin/sh\n[ \"$1\" = -L ] || exit 3\ncat <<'EOF'\n{listing}EOF\nexit {code}\n"
+    tool.write_text(script)
+    tool.chmod(0o755)
+    env = _env(PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def test_gpus_per_rank_splits_the_visible_gpus(tmp_path: Path) -> None:
+    env = _env(CUDA_VISIBLE_DEVICES="3,5,GPU-a1b2,7,9")
+    res = launch("-np", "2", "--gpus-per-rank", "2", PY, WORKER, "env", str(tmp_path),
+                 cwd=tmp_path, env=env)  # fmt: skip
+    assert res.returncode == 0, res.stderr.decode()
+    views = read_views(tmp_path, 2)
+    assert [v["CUDA_VISIBLE_DEVICES"] for v in views] == ["3,5", "GPU-a1b2,7"]
+    assert {v["PYTFCOMM_GPUS_PER_RANK"] for v in views} == {"2"}
+    # --gpus wins over the launcher's CUDA_VISIBLE_DEVICES.
+    res = launch("-np", "2", "--gpus-per-rank", "1", "--gpus", "6, 4", PY, WORKER, "env",
+                 str(tmp_path), cwd=tmp_path, env=env)  # fmt: skip
+    assert res.returncode == 0, res.stderr.decode()
+    assert [v["CUDA_VISIBLE_DEVICES"] for v in read_views(tmp_path, 2)] == ["6", "4"]
+
+
+def test_gpus_per_rank_counts_gpus_with_nvidia_smi(tmp_path: Path) -> None:
+    listing = (
+        "GPU 0: NVIDIA H100 (UUID: GPU-0)\n"
+        "GPU 1: NVIDIA H100 (UUID: GPU-1)\n"
+        "  MIG 1g.10gb Device 0: (UUID: MIG-x)\n"
+        "GPU 2: NVIDIA H100 (UUID: GPU-2)\n"
+    )
+    env = _fake_nvidia_smi(tmp_path, listing)
+    res = launch("-np", "3", "--gpus-per-rank", "1", PY, WORKER, "env", str(tmp_path),
+                 cwd=tmp_path, env=env)  # fmt: skip
+    assert res.returncode == 0, res.stderr.decode()
+    assert [v["CUDA_VISIBLE_DEVICES"] for v in read_views(tmp_path, 3)] == ["0", "1", "2"]
+
+
+def test_without_gpus_per_rank_nothing_changes(tmp_path: Path) -> None:
+    res = launch("-np", "2", PY, WORKER, "env", str(tmp_path), cwd=tmp_path,
+                 env=_env(CUDA_VISIBLE_DEVICES="0,1"))  # fmt: skip
+    assert res.returncode == 0, res.stderr.decode()
+    views = read_views(tmp_path, 2)
+    assert [v["CUDA_VISIBLE_DEVICES"] for v in views] == ["0,1", "0,1"]
+    assert not any("PYTFCOMM_GPUS_PER_RANK" in v for v in views)
+
+
+@pytest.mark.parametrize(
+    ("args", "gpus", "fragments"),
+    [
+        (["-np", "3", "--gpus-per-rank", "1"], "0,1",
+         ["localhost runs 3 rank(s), which need 3 GPU(s), but 2 are available",
+          "CUDA_VISIBLE_DEVICES='0,1'", "--gpus"]),
+        (["-np", "2", "--gpus-per-rank", "2"], "0,1,-1,2",
+         ["need 4 GPU(s), but 2 are available"]),
+        (["-np", "1", "--gpus-per-rank", "1"], "",
+         ["need 1 GPU(s), but 0 are available (CUDA_VISIBLE_DEVICES='')"]),
+        (["-np", "1", "--gpus-per-rank", "1"], None,
+         ["0 are available (no CUDA_VISIBLE_DEVICES and no working nvidia-smi"]),
+        (["-np", "2", "--gpus-per-rank", "1", "--gpus", "0,0"], None, ["lists GPU '0' twice"]),
+        (["-np", "2", "--gpus-per-rank", "1", "--gpus", "0,,1"], None, ["has an empty entry"]),
+        (["-np", "2", "--gpus", "0,1"], "0,1", ["--gpus needs --gpus-per-rank"]),
+        (["-np", "2", "--gpus-per-rank", "0"], "0,1", ["must be at least 1"]),
+        (["-np", "1", "--gpus-per-rank", "1", "-x", "CUDA_VISIBLE_DEVICES=1"], "0",
+         ["-x CUDA_VISIBLE_DEVICES: --gpus-per-rank sets it"]),
+    ],
+)  # fmt: skip
+def test_too_few_gpus_stop_the_launcher_before_any_rank(
+    tmp_path: Path, args: list[str], gpus: str | None, fragments: list[str]
+) -> None:
+    env = _fake_nvidia_smi(tmp_path, "", code=9)  # an nvidia-smi that fails counts nothing
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpus
+    res = launch(*args, PY, WORKER, "env", str(tmp_path), cwd=tmp_path, env=env, timeout=30)
+    assert res.returncode == 2, res.stderr.decode()
+    for fragment in fragments:
+        assert fragment.encode() in res.stderr, res.stderr.decode()
+    assert not list(tmp_path.glob("rank*.json")), "a rank started"
+
+
+def test_gpu_lists_and_remote_hosts() -> None:
+    assert gpus_mod.parse_gpu_list(" 0, 1 ", "x") == ["0", "1"]
+    assert gpus_mod.parse_gpu_list("", "x") == []
+    assert gpus_mod.parse_gpu_list("-1", "x") == []
+    assert gpus_mod.parse_gpu_list("2,-1,3", "x") == ["2"]
+    placed = hosts_mod.place(hosts_mod.parse_host_list("node1:2,node2:2"), None)
+    # Every host hands out the same list, block by local rank.
+    assert gpus_mod.assign_gpus(placed, 2, ["0", "1", "2", "3"], "test") == [
+        "0,1",
+        "2,3",
+        "0,1",
+        "2,3",
+    ]
+    with pytest.raises(hosts_mod.UsageError, match=r"node1 runs 2 rank\(s\), which need 4"):
+        gpus_mod.assign_gpus(placed, 2, ["0", "1", "2"], "test")
+    # Remote ranks get theirs on the ssh command line, beside the other rank variables.
+    args = launcher_mod.build_parser().parse_args(
+        ["-H", "node1:2,node2:2", "--gpus-per-rank", "1", "--gpus", "4,5", "true"]
+    )
+    specs, _ = launcher_mod._rank_specs(args, ["true"])
+    remote = [s.argv[-1] for s in specs]
+    assert ["CUDA_VISIBLE_DEVICES=4" in r for r in remote] == [True, False, True, False]
+    assert ["CUDA_VISIBLE_DEVICES=5" in r for r in remote] == [False, True, False, True]
+    assert all("PYTFCOMM_GPUS_PER_RANK=1" in r for r in remote)
 
 
 # --------------------------------------------------------------------------- arguments

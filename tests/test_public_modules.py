@@ -18,6 +18,7 @@ TF_MODULES = [
     "pytfcomm.tf.cross_device_ops",
     "pytfcomm.tf.distributed",
     "pytfcomm.tf.keras",
+    "pytfcomm.tf.placement",
     "pytfcomm.tf.strategy",
     "pytfcomm.tf.towers",
     "pytfcomm.tf.uneven_data",

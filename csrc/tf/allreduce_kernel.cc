@@ -1,6 +1,7 @@
-// PytfcommAllReduce on CPU: combines N local replicas of M tensors in the
-// engine (local/local_reduce.h), then, with a communicator, all-reduces the
-// fusion buffers across processes on the communicator's executor thread.
+// PytfcommAllReduce on CPU, the device part of AllReduceOp (tf/comm_kernels.h):
+// combines N local replicas of M tensors in the engine (local/local_reduce.h),
+// then, with a communicator, all-reduces the fusion buffers across processes
+// on the communicator's executor thread.
 //
 // Fusion: the engine's plan (engine/fusion_plan.h) with the op's
 // fusion_threshold_bytes as both thresholds, every tensor at a 64-byte
@@ -20,8 +21,8 @@
 #include "engine/fusion_plan.h"
 #include "local/local_reduce.h"
 #include "observe/timeline.h"
+#include "tf/comm_kernels.h"
 #include "tf/cross_worker.h"
-#include "tf/kernel_base.h"
 #include "tf/output_buffer.h"
 
 namespace pytfcomm {
@@ -46,54 +47,28 @@ struct Pack {
   size_t direct_count = 0;
 };
 
-class AllReduceOp : public CommKernel {
- public:
-  explicit AllReduceOp(OpKernelConstruction* c) : CommKernel(c) {
-    OP_REQUIRES(c, a_.group_size == 1,
-                absl::InvalidArgumentError("pytfcomm: a grouped all-reduce (group_size > 1, one op "
-                                           "per GPU) has GPU kernels only; on CPUs one op takes "
-                                           "every replica's tensors (num_devices)"));
+}  // namespace
+
+template <>
+struct AllReduceFunctor<CPUDevice> {
+  static absl::Status CheckAttrs(const OpAttrs& a) {
+    if (a.group_size == 1) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "pytfcomm: a grouped all-reduce (group_size > 1, one op per GPU) has GPU kernels only; "
+        "on CPUs one op takes every replica's tensors (num_devices)");
   }
 
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const int n = a_.num_devices;
-    const int total = ctx->num_inputs();
-    OP_REQUIRES_ASYNC(ctx, total % n == 0,
-                      absl::InvalidArgumentError("inputs must be a multiple of num_devices"), done);
-    const int m = total / n;
-    std::shared_ptr<Communicator> comm;
-    OP_REQUIRES_OK_ASYNC(ctx, OpComm(a_, &comm), done);
-    const bool cross = comm && comm->size() > 1;
-    count(CounterKind::kAllReduceOps);
-
-    // Every replica must hold the same dtype and shape at each position.
-    std::vector<DType> dtypes(m);
-    for (int j = 0; j < m; ++j) {
-      const Tensor& t0 = ctx->input(j);
-      OP_REQUIRES_OK_ASYNC(ctx, CoreDType(t0, "all-reduce", &dtypes[j], a_.op), done);
-      for (int i = 1; i < n; ++i) {
-        const Tensor& t = ctx->input(i * m + j);
-        OP_REQUIRES_ASYNC(
-            ctx, t.dtype() == t0.dtype() && t.shape() == t0.shape(),
-            absl::InvalidArgumentError("pytfcomm all-reduce: tensor " + std::to_string(j) +
-                                       " of replica " + std::to_string(i) + " is " +
-                                       t.DebugString() + " but replica 0 has " + t0.DebugString() +
-                                       "; every replica must pass the same shapes and dtypes"),
-            done);
-      }
-    }
-
-    // One replica in this process and no peers: nothing to combine.
-    // (Any op of a single value, mean included, is that value.)
-    if (n == 1 && !cross) {
-      for (int j = 0; j < m; ++j) ctx->set_output(j, ctx->input(j));
-      return done();
-    }
-
+  void operator()(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, const OpAttrs& a,
+                  AllReduceArgs args) const {
+    const int n = a.num_devices;
+    const int m = args.m;
+    const bool cross = args.cross;
+    const std::shared_ptr<Communicator>& comm = args.comm;
+    const std::vector<DType>& dtypes = args.dtypes;
     Timeline* timeline = comm ? comm->timeline() : nullptr;  // PYTFCOMM_TIMELINE
     const int64_t fuse_start = timeline ? Timeline::now_ns() : 0;
     std::vector<Pack> packs;
-    OP_REQUIRES_OK_ASYNC(ctx, Plan(ctx, dtypes, &packs), done);
+    OP_REQUIRES_OK_ASYNC(ctx, Plan(ctx, a.fusion_threshold, dtypes, &packs), done);
     count(CounterKind::kFusedPacks, static_cast<int64_t>(packs.size()));
     for (Pack& p : packs) {
       OP_REQUIRES_OK_ASYNC(
@@ -136,7 +111,7 @@ class AllReduceOp : public CommKernel {
     }
 
     // Purely local and compute-bound: runs here, on the TF thread, in parallel.
-    const ReduceOp local_op = cross && a_.op == ReduceOp::kMean ? ReduceOp::kSum : a_.op;
+    const ReduceOp local_op = cross && a.op == ReduceOp::kMean ? ReduceOp::kSum : a.op;
     OP_REQUIRES_OK_ASYNC(ctx, Guard("all-reduce", [&] { local_reduce(spans, local_op, n); }), done);
     if (timeline) {
       int64_t fused = 0;
@@ -147,20 +122,20 @@ class AllReduceOp : public CommKernel {
 
     // Across processes: one collective per fusion buffer, submitted
     // together; the engine calls back when all are done (no TF thread waits).
-    const ReduceOp wire_op = a_.op == ReduceOp::kMean ? ReduceOp::kSum : a_.op;
+    const ReduceOp wire_op = a.op == ReduceOp::kMean ? ReduceOp::kSum : a.op;
     std::vector<std::unique_ptr<Request>> reqs;
     for (const Pack& p : packs) {
       void* buf = const_cast<char*>(p.buffer.tensor_data().data());
       reqs.push_back(comm->make_request(
           algorithms::CollectiveKind::kAllreduce, p.direct_src ? p.direct_src : buf, buf,
-          Elements(p), p.dtype, wire_op, a_.algorithm, 0, a_.core_timeout(), p.tag | 1u));
+          Elements(p), p.dtype, wire_op, a.algorithm, 0, a.core_timeout(), p.tag | 1u));
     }
     const int64_t contributions = int64_t{n} * comm->size();
     SubmitCrossWorker(ctx, std::move(done), "cross-worker all-reduce", *comm,
-                      InstanceStream(ctx, a_.instance_key), OpLabel("allreduce", ctx),
-                      std::move(reqs), [this, comm, packs = std::move(packs), contributions] {
+                      InstanceStream(ctx, a.instance_key), OpLabel("allreduce", ctx),
+                      std::move(reqs), [op = a.op, comm, packs = std::move(packs), contributions] {
                         for (const Pack& p : packs) {
-                          if (a_.op == ReduceOp::kMean) {
+                          if (op == ReduceOp::kMean) {
                             void* buf = const_cast<char*>(p.buffer.tensor_data().data());
                             divide(buf, buf, Elements(p), p.dtype, contributions);
                           }
@@ -179,14 +154,14 @@ class AllReduceOp : public CommKernel {
   // Groups tensors into fusion buffers (see the file comment). The plan
   // depends only on shapes, dtypes and the threshold, so every process
   // computes the same one.
-  absl::Status Plan(OpKernelContext* ctx, const std::vector<DType>& dtypes,
-                    std::vector<Pack>* packs) const {
+  static absl::Status Plan(OpKernelContext* ctx, int64_t fusion_threshold,
+                           const std::vector<DType>& dtypes, std::vector<Pack>* packs) {
     std::vector<FusionItem> items(dtypes.size());
     for (size_t j = 0; j < items.size(); ++j) {
       items[j] = {static_cast<size_t>(ctx->input(static_cast<int>(j)).NumElements()), dtypes[j]};
     }
     // A tensor of the threshold or more has its own buffer; 0 fuses nothing.
-    const size_t threshold = static_cast<size_t>(std::max<int64_t>(a_.fusion_threshold, 1));
+    const size_t threshold = static_cast<size_t>(std::max<int64_t>(fusion_threshold, 1));
     FusionPlan plan;
     TF_RETURN_IF_ERROR(
         Guard("all-reduce", [&] { plan = plan_fusion(items, threshold, threshold, kAlign); }));
@@ -212,8 +187,8 @@ class AllReduceOp : public CommKernel {
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("PytfcommAllReduce").Device(tensorflow::DEVICE_CPU), AllReduceOp);
+REGISTER_KERNEL_BUILDER(Name("PytfcommAllReduce").Device(tensorflow::DEVICE_CPU),
+                        AllReduceOp<CPUDevice>);
 
-}  // namespace
 }  // namespace tf
 }  // namespace pytfcomm

@@ -1,4 +1,5 @@
-// PytfcommBroadcast and PytfcommAllGather on CPU. Locally both hand every
+// PytfcommBroadcast and PytfcommAllGather on CPU, the device parts of
+// BroadcastOp and AllGatherOp (tf/comm_kernels.h). Locally both hand every
 // replica the same Tensor (zero copy); with a communicator the
 // cross-process step runs on the communicator's executor thread.
 #include <algorithm>
@@ -10,51 +11,47 @@
 #include "common/digest.h"
 #include "local/local_pool.h"
 #include "local/local_reduce.h"
+#include "tf/comm_kernels.h"
 #include "tf/cross_worker.h"
-#include "tf/kernel_base.h"
-#include "tf/output_buffer.h"
 
 namespace pytfcomm {
 namespace tf {
-namespace {
 
-class BroadcastOp : public BroadcastKernel {
-  using BroadcastKernel::BroadcastKernel;
+template <>
+struct BroadcastFunctor<CPUDevice> {
+  static constexpr SharedOutput kOutput = SharedOutput::kCachedHost;
 
-  void Send(OpKernelContext* ctx, DoneCallback done, std::shared_ptr<Communicator> comm,
-            DType dt) override {
-    const Tensor& in = ctx->input(0);
-    Tensor out;
-    OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, in.dtype(), in.shape(), &out), done);
+  void operator()(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, const OpAttrs& a,
+                  BroadcastArgs args) const {
+    const std::shared_ptr<Communicator>& comm = args.comm;
+    const Tensor& in = args.in;
+    const Tensor& out = args.out;
     // Inputs are immutable: the root sends from a copy that becomes its output.
-    if (comm->rank() == a_.root) std::memcpy(out.data(), in.data(), in.TotalBytes());
-    for (int i = 0; i < a_.num_devices; ++i) ctx->set_output(i, out);
     char* buf = const_cast<char*>(out.tensor_data().data());
+    if (comm->rank() == a.root) std::memcpy(buf, in.data(), in.TotalBytes());
     std::vector<std::unique_ptr<Request>> reqs;
-    reqs.push_back(comm->make_request(algorithms::CollectiveKind::kBroadcast, buf, buf,
-                                      static_cast<size_t>(out.NumElements()), dt, ReduceOp::kSum,
-                                      Algorithm::kAuto, a_.root, a_.core_timeout(), 0));
+    reqs.push_back(comm->make_request(
+        algorithms::CollectiveKind::kBroadcast, buf, buf, static_cast<size_t>(out.NumElements()),
+        args.dtype, ReduceOp::kSum, Algorithm::kAuto, a.root, a.core_timeout(), 0));
     SubmitCrossWorker(ctx, std::move(done), "cross-worker broadcast", *comm,
-                      InstanceStream(ctx, a_.instance_key), OpLabel("broadcast", ctx),
+                      InstanceStream(ctx, a.instance_key), OpLabel("broadcast", ctx),
                       std::move(reqs), [comm, out] { count(CounterKind::kCrossWorkerOps); });
   }
 };
 
-class AllGatherOp : public AllGatherKernel {
-  using AllGatherKernel::AllGatherKernel;
-
-  void Gather(OpKernelContext* ctx, DoneCallback done, std::shared_ptr<Communicator> comm, DType dt,
-              const Rows& shapes) override {
-    const int n = a_.num_devices;
-    const TensorShape& row = shapes.row;
-    const std::vector<int64_t>& counts = shapes.counts;
+template <>
+struct AllGatherFunctor<CPUDevice> {
+  void operator()(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, const OpAttrs& a,
+                  AllGatherArgs args) const {
+    const std::shared_ptr<Communicator>& comm = args.comm;
+    const DType dt = args.dtype;
+    const int n = a.num_devices;
+    const TensorShape& row = args.row;
+    const std::vector<int64_t>& counts = args.counts;
     const Tensor& t0 = ctx->input(0);
     std::vector<int64_t> offsets(n);  // each replica's first row
-    int64_t rows = 0;
-    for (int i = 0; i < n; ++i) {
-      offsets[i] = rows;
-      rows += counts[i];
-    }
+    const int64_t rows = args.rows;
+    for (int i = 1; i < n; ++i) offsets[i] = offsets[i - 1] + counts[i - 1];
     TensorShape local_shape = row;
     local_shape.InsertDim(0, rows);
     Tensor local;
@@ -84,12 +81,12 @@ class AllGatherOp : public AllGatherKernel {
     reqs.push_back(comm->make_request(
         algorithms::CollectiveKind::kAllgather, mine->tensor_data().data(),
         const_cast<char*>(table->tensor_data().data()), 1, DType::kInt64, ReduceOp::kSum,
-        Algorithm::kAuto, 0, a_.core_timeout(), RowTag(t0.dtype(), row)));
-    const uint64_t stream = InstanceStream(ctx, a_.instance_key);
+        Algorithm::kAuto, 0, a.core_timeout(), RowTag(t0.dtype(), row)));
+    const uint64_t stream = InstanceStream(ctx, a.instance_key);
     const std::string label = OpLabel("allgather", ctx);
-    auto gather = [this, ctx, done, comm, local, table, row, stream, label, dt]() {
+    auto gather = [&a, ctx, done, comm, local, table, row, stream, label, dt]() {
       if (!ctx->status().ok()) return done();
-      GatherCounted(ctx, done, comm, local, *table, row, stream, label, dt);
+      GatherCounted(ctx, done, a, comm, local, *table, row, stream, label, dt);
     };
     SubmitCrossWorker(ctx, std::move(gather), "cross-worker all-gather (size exchange)", *comm,
                       stream, label, std::move(reqs), [mine, table] {});
@@ -108,9 +105,10 @@ class AllGatherOp : public AllGatherKernel {
   // known: the output takes the sum of them. Equal counts gather straight
   // into it; unequal ones gather blocks padded to the largest count, then
   // the padding is squeezed out (as TF's own collective all-gather does).
-  void GatherCounted(OpKernelContext* ctx, const DoneCallback& done,
-                     std::shared_ptr<Communicator> comm, const Tensor& local, const Tensor& table,
-                     const TensorShape& row, uint64_t stream, const std::string& label, DType dt) {
+  static void GatherCounted(OpKernelContext* ctx, const AsyncOpKernel::DoneCallback& done,
+                            const OpAttrs& a, std::shared_ptr<Communicator> comm,
+                            const Tensor& local, const Tensor& table, const TensorShape& row,
+                            uint64_t stream, const std::string& label, DType dt) {
     const int size = comm->size();
     auto counts = table.flat<int64_t>();
     int64_t total = 0, most = 0;
@@ -125,17 +123,17 @@ class AllGatherOp : public AllGatherKernel {
     TensorShape global_shape = row;
     global_shape.InsertDim(0, total);
     Tensor global;
-    absl::Status st = AllocateOutputBuffer(ctx, local.dtype(), global_shape, &global);
+    absl::Status st = AllocateSharedOutput(ctx, a, SharedOutput::kCachedHost, local.dtype(),
+                                           global_shape, &global);
     if (!st.ok()) {
       ctx->SetStatus(st);
       return done();
     }
-    for (int i = 0; i < a_.num_devices; ++i) ctx->set_output(i, global);
     const int64_t row_elems = row.num_elements();
     if (total == 0 || row_elems == 0) return done();
     const size_t es = static_cast<size_t>(tensorflow::DataTypeSize(local.dtype()));
     const size_t row_bytes = static_cast<size_t>(row_elems) * es;
-    const double timeout = a_.core_timeout();
+    const double timeout = a.core_timeout();
     std::vector<std::unique_ptr<Request>> reqs;
     if (most * size == total) {  // every process the same
       reqs.push_back(comm->make_request(
@@ -179,9 +177,10 @@ class AllGatherOp : public AllGatherKernel {
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("PytfcommBroadcast").Device(tensorflow::DEVICE_CPU), BroadcastOp);
-REGISTER_KERNEL_BUILDER(Name("PytfcommAllGather").Device(tensorflow::DEVICE_CPU), AllGatherOp);
+REGISTER_KERNEL_BUILDER(Name("PytfcommBroadcast").Device(tensorflow::DEVICE_CPU),
+                        BroadcastOp<CPUDevice>);
+REGISTER_KERNEL_BUILDER(Name("PytfcommAllGather").Device(tensorflow::DEVICE_CPU),
+                        AllGatherOp<CPUDevice>);
 
-}  // namespace
 }  // namespace tf
 }  // namespace pytfcomm

@@ -1,11 +1,12 @@
 // GPU kernels of pytfcomm's TF ops, built when the op library targets a
-// CUDA TensorFlow (PYTFCOMM_TF_GPU, cmake/tensorflow.cmake). Each kernel
-// checks its arguments, allocates its outputs with TF's GPU allocator, and
-// hands the device pointers and TF's CUDA stream to the core
+// CUDA TensorFlow (PYTFCOMM_TF_GPU, cmake/tensorflow.cmake): the GPU device
+// parts of the kernels of tf/comm_kernels.h, which check the arguments as on
+// CPU. They allocate the outputs with TF's GPU allocator and hand the device
+// pointers and TF's CUDA stream to the core
 // (gpu/stream_collectives.h), which enqueues NCCL on that stream and calls
 // done() from its poller once the work has completed. No TF thread blocks
 // and nothing synchronises the stream with the host on the NCCL path;
-// errors and timeouts come back as the matching status (Guard()).
+// errors and timeouts come back as the matching status (StatusOf()).
 //
 // All-reduce runs as a group: one op per local GPU (group_size ops with one
 // group_key, built by pytfcomm.tf for MirroredStrategy), each with its own
@@ -19,7 +20,7 @@
 
 #include "gpu/stream_collectives.h"
 #include "local/local_reduce.h"
-#include "tf/kernel_base.h"
+#include "tf/comm_kernels.h"
 #include "tf/tf_gpu_stream.h"
 
 namespace pytfcomm {
@@ -36,115 +37,105 @@ void Enqueue(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, const char*
   OP_REQUIRES_OK_ASYNC(ctx, TfCudaStream(ctx, &stream), done);
   gpu::enqueue_on_stream(stream, std::move(call), std::move(tensors),
                          [ctx, done = std::move(done), what](std::exception_ptr e) {
-                           if (e) ctx->SetStatus(Guard(what, [&] { std::rethrow_exception(e); }));
+                           if (e) ctx->SetStatus(StatusOf(what, e));
                            done();
                          });
 }
 
-class AllReduceGpuOp : public CommKernel {
- public:
-  explicit AllReduceGpuOp(OpKernelConstruction* c) : CommKernel(c) {
-    OP_REQUIRES(c, a_.num_devices == 1,
-                absl::InvalidArgumentError(
-                    "pytfcomm: on GPUs every replica runs its own all-reduce op (num_devices = 1, "
-                    "group_size = number of GPUs); pytfcomm.tf builds them that way"));
-    OP_REQUIRES(c, a_.group_rank < a_.group_size,
-                absl::InvalidArgumentError("pytfcomm: group_rank must be below group_size"));
+// The fields every call of an op takes from its attrs.
+gpu::StreamCall MakeCall(gpu::StreamOp op, const OpAttrs& a, std::shared_ptr<Communicator> comm) {
+  gpu::StreamCall call;
+  call.op = op;
+  call.comm = std::move(comm);
+  call.comm_handle = a.comm_handle;
+  call.timeout_s = a.core_timeout();
+  return call;
+}
+
+}  // namespace
+
+template <>
+struct AllReduceFunctor<GPUDevice> {
+  static absl::Status CheckAttrs(const OpAttrs& a) {
+    if (a.num_devices != 1) {
+      return absl::InvalidArgumentError(
+          "pytfcomm: on GPUs every replica runs its own all-reduce op (num_devices = 1, "
+          "group_size = number of GPUs); pytfcomm.tf builds them that way");
+    }
+    if (a.group_rank >= a.group_size) {
+      return absl::InvalidArgumentError("pytfcomm: group_rank must be below group_size");
+    }
+    return absl::OkStatus();
   }
 
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    count(CounterKind::kAllReduceOps);
-    std::shared_ptr<Communicator> comm;
-    OP_REQUIRES_OK_ASYNC(ctx, OpComm(a_, &comm), done);
-    const bool cross = comm && comm->size() > 1;
+  void operator()(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, const OpAttrs& a,
+                  AllReduceArgs args) const {
     std::vector<gpu::StreamTensor> tensors(static_cast<size_t>(ctx->num_inputs()));
-    for (int j = 0; j < ctx->num_inputs(); ++j) {
-      OP_REQUIRES_OK_ASYNC(ctx, CoreDType(ctx->input(j), "all-reduce", &tensors[j].dtype, a_.op),
-                           done);
-    }
-    // One GPU and no peers: nothing to combine.
-    if (a_.group_size == 1 && !cross) {
-      for (int j = 0; j < ctx->num_inputs(); ++j) ctx->set_output(j, ctx->input(j));
-      return done();
-    }
     for (int j = 0; j < ctx->num_inputs(); ++j) {
       const Tensor& in = ctx->input(j);
       Tensor* out = nullptr;
       // NCCL reduces in place when TF lets the output take the input's buffer.
       OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({j}, j, in.shape(), &out),
                            done);
-      tensors[j].in = DevicePtr(in);
-      tensors[j].out = DevicePtr(*out);
-      tensors[j].count = static_cast<size_t>(in.NumElements());
+      tensors[j] = {DevicePtr(in), DevicePtr(*out), static_cast<size_t>(in.NumElements()),
+                    args.dtypes[static_cast<size_t>(j)]};
     }
-    gpu::StreamCall call;
-    call.op = gpu::StreamOp::kAllReduce;
-    call.reduce = a_.op;
-    call.algorithm = a_.algorithm;
-    call.comm = cross ? comm : nullptr;
-    call.comm_handle = a_.comm_handle;
-    call.group_size = a_.group_size;
-    call.group_rank = a_.group_rank;
-    call.group_key = a_.group_key;
-    call.timeout_s = a_.core_timeout();
+    gpu::StreamCall call =
+        MakeCall(gpu::StreamOp::kAllReduce, a, args.cross ? std::move(args.comm) : nullptr);
+    call.reduce = a.op;
+    call.algorithm = a.algorithm;
+    call.group_size = a.group_size;
+    call.group_rank = a.group_rank;
+    call.group_key = a.group_key;
     Enqueue(ctx, std::move(done), "GPU all-reduce", std::move(call), std::move(tensors));
   }
 };
 
-class BroadcastGpuOp : public BroadcastKernel {
-  using BroadcastKernel::BroadcastKernel;
+template <>
+struct BroadcastFunctor<GPUDevice> {
+  static constexpr SharedOutput kOutput = SharedOutput::kOpDevice;
 
-  void Send(OpKernelContext* ctx, DoneCallback done, std::shared_ptr<Communicator> comm,
-            DType dt) override {
-    const Tensor& in = ctx->input(0);
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, in.shape(), &out), done);
-    for (int i = 1; i < a_.num_devices; ++i) ctx->set_output(i, *out);
-    gpu::StreamCall call;
-    call.op = gpu::StreamOp::kBroadcast;
-    call.comm = comm;
-    call.comm_handle = a_.comm_handle;
-    call.root = a_.root;
-    call.timeout_s = a_.core_timeout();
-    gpu::StreamTensor t{DevicePtr(in), DevicePtr(*out), static_cast<size_t>(in.NumElements()), dt};
+  void operator()(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, const OpAttrs& a,
+                  BroadcastArgs args) const {
+    gpu::StreamTensor t{DevicePtr(args.in), DevicePtr(args.out),
+                        static_cast<size_t>(args.in.NumElements()), args.dtype};
+    gpu::StreamCall call = MakeCall(gpu::StreamOp::kBroadcast, a, std::move(args.comm));
+    call.root = a.root;
     Enqueue(ctx, std::move(done), "GPU broadcast", std::move(call), {t});
   }
 };
 
-class AllGatherGpuOp : public AllGatherKernel {
-  using AllGatherKernel::AllGatherKernel;
-
-  void Gather(OpKernelContext* ctx, DoneCallback done, std::shared_ptr<Communicator> comm, DType dt,
-              const Rows& shapes) override {
-    int64_t rows = 0;
+template <>
+struct AllGatherFunctor<GPUDevice> {
+  void operator()(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, const OpAttrs& a,
+                  AllGatherArgs args) const {
     std::vector<gpu::StreamTensor> pieces;
-    for (int i = 0; i < a_.num_devices; ++i) {
+    for (int i = 0; i < a.num_devices; ++i) {
       const Tensor& t = ctx->input(i);
-      rows += shapes.counts[static_cast<size_t>(i)];
-      pieces.push_back({DevicePtr(t), 0, static_cast<size_t>(t.NumElements()), dt});
+      pieces.push_back({DevicePtr(t), 0, static_cast<size_t>(t.NumElements()), args.dtype});
     }
     // Every process must contribute the same shape (NCCL gathers equal
     // counts); the core's metadata check reports a mismatch on every rank.
-    TensorShape shape = shapes.row;
-    shape.InsertDim(0, rows * (comm ? comm->size() : 1));
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, shape, &out), done);
-    for (int i = 1; i < a_.num_devices; ++i) ctx->set_output(i, *out);
-    if (out->NumElements() == 0) return done();
-    pieces[0].out = DevicePtr(*out);
-    gpu::StreamCall call;
-    call.op = gpu::StreamOp::kAllGather;
-    call.comm = comm;
-    call.comm_handle = a_.comm_handle;
-    call.timeout_s = a_.core_timeout();
-    Enqueue(ctx, std::move(done), "GPU all-gather", std::move(call), std::move(pieces));
+    TensorShape shape = args.row;
+    shape.InsertDim(0, args.rows * (args.comm ? args.comm->size() : 1));
+    Tensor out;
+    OP_REQUIRES_OK_ASYNC(
+        ctx,
+        AllocateSharedOutput(ctx, a, SharedOutput::kOpDevice, ctx->input(0).dtype(), shape, &out),
+        done);
+    if (out.NumElements() == 0) return done();
+    pieces[0].out = DevicePtr(out);
+    Enqueue(ctx, std::move(done), "GPU all-gather",
+            MakeCall(gpu::StreamOp::kAllGather, a, std::move(args.comm)), std::move(pieces));
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("PytfcommAllReduce").Device(tensorflow::DEVICE_GPU), AllReduceGpuOp);
-REGISTER_KERNEL_BUILDER(Name("PytfcommBroadcast").Device(tensorflow::DEVICE_GPU), BroadcastGpuOp);
-REGISTER_KERNEL_BUILDER(Name("PytfcommAllGather").Device(tensorflow::DEVICE_GPU), AllGatherGpuOp);
+REGISTER_KERNEL_BUILDER(Name("PytfcommAllReduce").Device(tensorflow::DEVICE_GPU),
+                        AllReduceOp<GPUDevice>);
+REGISTER_KERNEL_BUILDER(Name("PytfcommBroadcast").Device(tensorflow::DEVICE_GPU),
+                        BroadcastOp<GPUDevice>);
+REGISTER_KERNEL_BUILDER(Name("PytfcommAllGather").Device(tensorflow::DEVICE_GPU),
+                        AllGatherOp<GPUDevice>);
 
-}  // namespace
 }  // namespace tf
 }  // namespace pytfcomm

@@ -1,6 +1,8 @@
-// The bases of pytfcomm's kernels. What a CPU and a GPU kernel of one op
-// share (attrs, argument checks, the local-only shortcut) is written once
-// here; the kernels implement only what differs by device.
+// What every pytfcomm kernel shares, whatever its device: the attrs, the
+// argument checks, the local-only shortcuts and the outputs that every
+// replica shares. The kernels themselves (tf/comm_kernels.h) are templates
+// on the device, TF's custom-op Functor<Device> pattern; a device's functors
+// only move the data.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,11 @@
 namespace pytfcomm {
 namespace tf {
 
+// The kernels' `Device`. TF's guide uses Eigen's device types; Eigen's GPU
+// one needs CUDA headers, which the op library does without.
+struct CPUDevice {};
+struct GPUDevice {};
+
 // Every pytfcomm kernel: the op's attrs, read at construction.
 class CommKernel : public AsyncOpKernel {
  public:
@@ -22,43 +29,68 @@ class CommKernel : public AsyncOpKernel {
   OpAttrs a_;
 };
 
-// The device kernels below derive from these and override the private hook
-// (their inherited constructor stays public, as the base's).
-
-// PytfcommBroadcast. With no other process taking part (no communicator, a
-// job of one, an empty tensor) every output is the input; otherwise the
-// dtype and the root (below the job's size) are checked before Send().
-class BroadcastKernel : public CommKernel {
- public:
-  using CommKernel::CommKernel;
-
- private:
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) final;
-  // The broadcast across `comm`'s processes; sets the outputs, calls done().
-  virtual void Send(OpKernelContext* ctx, DoneCallback done, std::shared_ptr<Communicator> comm,
-                    DType dt) = 0;
+// A checked PytfcommAllReduce: inputs are num_devices replicas of M tensors,
+// replica i's tensor j at input i * M + j.
+struct AllReduceArgs {
+  std::shared_ptr<Communicator> comm;  // null without one
+  bool cross = false;                  // other processes take part
+  std::vector<DType> dtypes;           // of tensors 0..M-1
+  int m = 0;
 };
 
-// PytfcommAllGather. Inputs 0..num_devices-1 must each be of rank >= 1 and
-// of one shape after dimension 0 before Gather().
-class AllGatherKernel : public CommKernel {
- public:
-  using CommKernel::CommKernel;
+// Inputs a multiple of num_devices, the communicator the op names, a
+// reducible dtype of each tensor, every replica alike at each position.
+absl::Status CheckAllReduce(OpKernelContext* ctx, const OpAttrs& a, AllReduceArgs* args);
 
- protected:
-  // The inputs' shapes: `row` after dimension 0, and each replica's dimension 0.
-  struct Rows {
-    TensorShape row;
-    std::vector<int64_t> counts;
-  };
-
- private:
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) final;
-  // The all-gather; `comm` is null when no other process takes part. Sets
-  // the outputs, calls done().
-  virtual void Gather(OpKernelContext* ctx, DoneCallback done, std::shared_ptr<Communicator> comm,
-                      DType dt, const Rows& rows) = 0;
+// A PytfcommBroadcast with other processes taking part, its output allocated.
+struct BroadcastArgs {
+  std::shared_ptr<Communicator> comm;
+  DType dtype = DType::kFloat32;
+  Tensor in, out;  // `out` is every replica's output
 };
+// The dtype, and the root below the job's size.
+absl::Status CheckBroadcast(OpKernelContext* ctx, const OpAttrs& a, BroadcastArgs* args);
+
+// A checked PytfcommAllGather: every replica of rank >= 1 and of one shape after dimension 0.
+struct AllGatherArgs {
+  std::shared_ptr<Communicator> comm;  // null when no other process takes part
+  DType dtype = DType::kFloat32;
+  TensorShape row;              // a replica's shape after dimension 0
+  std::vector<int64_t> counts;  // each replica's dimension 0
+  int64_t rows = 0;             // their sum
+};
+absl::Status CheckAllGather(OpKernelContext* ctx, const OpAttrs& a, AllGatherArgs* args);
+
+// Where the tensor every replica gets as its output lives.
+enum class SharedOutput {
+  kCachedHost,  // the cached host buffers of output_buffer.h (CPU kernels)
+  kOpDevice,    // TF's allocator for output 0, on the op's device (GPU kernels)
+};
+// One tensor of `shape` as outputs 0..num_devices-1.
+absl::Status AllocateSharedOutput(OpKernelContext* ctx, const OpAttrs& a, SharedOutput where,
+                                  tensorflow::DataType dtype, const TensorShape& shape,
+                                  Tensor* out);
+
+// Every output j is input j (nothing to combine or send).
+void ForwardInputs(OpKernelContext* ctx);
+
+// The device parts, specialized by each device's source (allreduce_kernel.cc
+// and gather_kernels.cc for CPU, gpu_kernels.cc for GPU), each a struct with
+//   void operator()(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done,
+//                   const OpAttrs& a, <Op>Args args) const;
+// which sets the outputs not set yet, moves the data and calls done(), with
+// the op's status set on failure (no exception leaves it). Besides,
+//   AllReduceFunctor: static absl::Status CheckAttrs(const OpAttrs&), what
+//     the device cannot run (checked at construction); it runs after the
+//     local-only shortcut;
+//   BroadcastFunctor: static constexpr SharedOutput kOutput, where the
+//     output it gets lives.
+template <typename Device>
+struct AllReduceFunctor;
+template <typename Device>
+struct BroadcastFunctor;
+template <typename Device>
+struct AllGatherFunctor;
 
 }  // namespace tf
 }  // namespace pytfcomm

@@ -1,8 +1,9 @@
 """Internals of ``pytfcomm-run`` (see :mod:`pytfcomm.launcher` and docs/launching.md).
 
 One job per module: ``hosts`` parses ``-H``/``--hostfile`` and places ranks, ``plan``
-computes every rank's environment (ports, TF_CONFIG, secret), ``remote`` builds ssh
-commands, ``output`` prefixes the ranks' output, ``procs`` starts and supervises them,
-``restart`` runs the job again after a rank failure (``--restarts``).
+computes every rank's environment (ports, TF_CONFIG, secret), ``gpus`` each rank's GPUs
+(``--gpus-per-rank``), ``remote`` builds ssh commands, ``output`` prefixes the ranks'
+output, ``procs`` starts and supervises them, ``restart`` runs the job again after a rank
+failure (``--restarts``).
 Nothing here imports TensorFlow or opens a network connection other than to pick ports.
 """

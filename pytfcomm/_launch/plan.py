@@ -24,6 +24,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from .._cluster import format_addr
+from .gpus import GPUS_PER_RANK_VAR
 from .hosts import Placement, UsageError
 
 __all__ = ["DEFAULT_PORT", "MIN_SECRET", "JobPlan", "job_secret", "make_plan"]
@@ -42,6 +43,7 @@ RANK_VARS = (
     "PYTFCOMM_RESTART_COUNT",
     "PYTFCOMM_MAX_RESTARTS",
     "TF_CONFIG",
+    GPUS_PER_RANK_VAR,
 )
 
 

@@ -6,6 +6,7 @@
   ``tf.distribute.CrossDeviceOps`` for ``MirroredStrategy``;
 * :func:`average_gradients`: the classic multi-tower averager;
 * :class:`MultiWorkerMirroredStrategy`: TF's multi-worker strategy reducing on pytfcomm;
+* :func:`pin_gpu`: one process per GPU (call it first);
 * :class:`DistributedGradientTape`, :mod:`keras` (``DistributedOptimizer``, callbacks),
   :func:`broadcast_variables`: Horovod-style, one process per device.
 
@@ -37,6 +38,7 @@ from .distributed import (
     allreduce_gradients,
     broadcast_variables,
 )
+from .placement import pin_gpu
 from .strategy import MultiWorkerMirroredStrategy
 from .towers import average_gradients
 
@@ -61,5 +63,6 @@ __all__ = [
     "has_gpu_kernels",
     "keras",
     "library_path",
+    "pin_gpu",
     "set_default_communicator",
 ]

@@ -41,7 +41,8 @@ def _write(path: Path, text: str) -> None:
 
 
 def env_mode(out: Path) -> None:
-    keys = [k for k in os.environ if k.startswith("PYTFCOMM_") or k in ("TF_CONFIG", "FOO")]
+    named = ("TF_CONFIG", "FOO", "CUDA_VISIBLE_DEVICES")
+    keys = [k for k in os.environ if k.startswith("PYTFCOMM_") or k in named]
     view = {k: os.environ[k] for k in keys}
     view["argv"] = sys.argv
     view["cwd"] = os.getcwd()

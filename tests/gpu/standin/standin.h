@@ -18,7 +18,6 @@ extern "C" {
 // A unit of stream work: run on the stream's thread, in enqueue order.
 // Returns CUDA_SUCCESS, or an error that becomes the stream's (and every
 // later event's) sticky error, as an asynchronous CUDA error does.
-// `cancelled` is set when the context is being torn down.
 typedef CUresult (*ptcsi_work_fn)(void* arg);
 
 // Enqueue fn(arg) on `stream` (0 = the context's default stream); `release`

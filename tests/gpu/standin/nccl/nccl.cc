@@ -22,7 +22,9 @@
 //   stderr line naming what differed.
 // - A failed work item returns CUDA_ERROR_LAUNCH_FAILED to its stream.
 // - Like NCCL, an abort or a dead peer does not wake the other ranks: they
-//   wait until they are aborted themselves.
+//   wait until they are aborted themselves. Abort and destroy remove the
+//   segment's name (the last rank to join already did, normally): a rank
+//   arriving after a peer aborted starts afresh and waits, until aborted.
 // - Count-0 collectives are no-ops (no exchange). Buffers must be stand-in
 //   device memory (ptcsi_is_device_range), else ncclInvalidArgument.
 //

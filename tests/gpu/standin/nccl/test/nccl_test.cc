@@ -786,6 +786,10 @@ void mode_badinit(const std::string& what) {
   }
   CHECK(r == ncclInvalidUsage, "init ended with %d (%s)", r, ncclGetLastError(nullptr));
   std::printf("[proc %d] %s\n", me, ncclGetLastError(nullptr));
+  // Abort removes the segment's name: a rank arriving after that would
+  // start afresh and wait (as with NCCL, until aborted). Abort once all saw.
+  flag("seen" + std::to_string(me));
+  for (int r = 0; r < n; ++r) wait_flag("seen" + std::to_string(r));
   if (c != nullptr) CHECK(ncclCommAbort(c) == ncclSuccess, "abort");
 }
 

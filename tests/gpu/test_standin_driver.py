@@ -1,12 +1,11 @@
 """The CPU stand-in for the CUDA driver (tests/gpu/standin/cuda) and, on it,
 pytfcomm's staged GPU path end to end.
 
-The stand-in is built here (CMake, target cuda_standin) into a temporary
-directory. Each driver check runs in a fresh process (the stand-in reads its
+The stand-ins are built once per session (tests/conftest.py standin_libs).
+Each driver check runs in a fresh process (the stand-in reads its
 environment once, at cuInit): tests/gpu/standin/driver_checks.py. The
-end-to-end test needs a CUDA build of pytfcomm's core: the directory in
-PYTFCOMM_STANDIN_CORE_BUILD, else this checkout's build/cuda (see
-docs/gpu.md; tests/test_cuda_build.py configures the same build).
+end-to-end tests use the session's CUDA build of pytfcomm's core
+(tests/conftest.py cuda_package, shared with tests/test_cuda_build.py).
 """
 
 from __future__ import annotations
@@ -44,20 +43,9 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="session")
-def libcuda(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The stand-in libcuda.so.1, freshly built."""
-    build = tmp_path_factory.mktemp("standin-build")
-    subprocess.run(
-        ["cmake", "-S", str(STANDIN), "-B", str(build), "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-         f"-DCUDA_INCLUDE_DIR={CUDA_INC}", f"-DNCCL_INCLUDE_DIR={NCCL_INC}"],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
-    r = subprocess.run(
-        ["cmake", "--build", str(build), "--target", "cuda_standin", "-j2"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-    return build / "libcuda.so.1"
+def libcuda(standin_libs: Path) -> Path:
+    """The stand-in libcuda.so.1, built once per session (tests/conftest.py)."""
+    return standin_libs / "libcuda.so.1"
 
 
 @pytest.fixture(scope="session")
@@ -153,24 +141,6 @@ def test_cuda_visible_devices(libcuda: Path, gpus: str, visible: str | None, nam
 
 
 # ---- pytfcomm's staged GPU path on the stand-in --------------------------
-
-
-def _core_build() -> Path | None:
-    d = Path(os.environ.get("PYTFCOMM_STANDIN_CORE_BUILD", REPO / "build" / "cuda"))
-    ok = (d / "libpytfcomm_core.so").is_file() and any(d.glob("_core*.so"))
-    return d if ok else None
-
-
-@pytest.fixture(scope="module")
-def cuda_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    build = _core_build()
-    if build is None:
-        pytest.skip("no CUDA build of _core (build/cuda or PYTFCOMM_STANDIN_CORE_BUILD)")
-    sys.path.insert(0, str(REPO / "tests"))
-    from test_cuda_build import make_package
-
-    root = tmp_path_factory.mktemp("standin-pkg")
-    return make_package(root, [*build.glob("_core*.so"), build / "libpytfcomm_core.so"])
 
 
 def _rank_env(libcuda: Path, package: Path, **extra: str) -> dict[str, str]:

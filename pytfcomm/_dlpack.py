@@ -139,5 +139,7 @@ def collective(
             raise InvalidArgumentError(
                 f"out has shape {_shape(out)} but the result has {result_shape}"
             )
+    if timeout <= 0:  # no timeout= on the call: the communicator's (init(timeout=))
+        timeout = getattr(comm, "_timeout_s", -1.0)
     getattr(gpu, name)(x, out, *gpu_args, comm.gpu_backend, timeout, tag)
     return out

@@ -128,12 +128,19 @@ class Communicator:
     """
 
     def __init__(
-        self, core: _core.Communicator, spec: _cluster.ClusterSpec, gpu_backend: int = 0
+        self,
+        core: _core.Communicator,
+        spec: _cluster.ClusterSpec,
+        gpu_backend: int = 0,
+        timeout_s: float = -1.0,
     ) -> None:
         self._core = core
         self.spec = spec
         self._gpu_backend = gpu_backend  # how GPU tensors move (_dlpack.BACKEND_*)
         self._gpu: Any = None  # _core.GpuCommunicator, made on the first GPU tensor
+        # init(timeout=): the GPU calls need it spelled out (the core's GPU
+        # communicator falls back to PYTFCOMM_TIMEOUT, not to this); -1: none.
+        self._timeout_s = timeout_s
 
     # -- identity -----------------------------------------------------------------
     @property
@@ -790,7 +797,7 @@ def init(
     global _default
     # An explicit host transport asks for GPU tensors to be staged over it.
     gpu_backend = _dlpack.BACKEND_STAGED if transport in ("tcp", "shm") else _dlpack.BACKEND_AUTO
-    _default = Communicator(core, spec, gpu_backend)
+    _default = Communicator(core, spec, gpu_backend, _timeout(timeout))
     return _default
 
 

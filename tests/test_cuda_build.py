@@ -4,95 +4,34 @@ without a GPU: nvcc from the CUDA toolkit, nccl.h from the nvidia-nccl wheel.
 The module it builds must not need libcuda, libcudart or libnccl to load, must
 import on this GPU-less machine, report "no GPU" cleanly through
 ``python -m pytfcomm info``, and refuse a CUDA tensor with a ConfigError that
-says why. One configure + build (about a minute on 2 cores) serves every test.
+says why. The build is the session's one (tests/conftest.py ``cuda_build``,
+shared with tests/test_tf_gpu_build.py and tests/gpu; a few minutes on 2 cores).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-BUILD_TIMEOUT = 420  # seconds; the build takes ~60-90 s on the 2-core CI machine
+# Re-exported: other test modules import these from here.
+from _gpu_builds import NCCL_INC, NVCC, make_package
+
+__all__ = ["NCCL_INC", "NVCC", "make_package"]
 
 
-def _nvcc() -> str | None:
-    for cand in (os.environ.get("CUDACXX"), "/usr/local/cuda/bin/nvcc", shutil.which("nvcc")):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    return None
+@pytest.fixture
+def package(cuda_package: Path) -> Path:
+    return cuda_package
 
 
-def _nccl_include() -> str | None:
-    import importlib.util
-
-    spec = importlib.util.find_spec("nvidia.nccl")
-    for root in list(spec.submodule_search_locations or []) if spec else []:
-        if (Path(root) / "include" / "nccl.h").is_file():
-            return str(Path(root) / "include")
-    return "/usr/include" if Path("/usr/include/nccl.h").is_file() else None
-
-
-NVCC = _nvcc()
-NCCL_INC = _nccl_include()
-pytestmark = pytest.mark.skipif(
-    NVCC is None or NCCL_INC is None,
-    reason=f"CUDA compile check needs nvcc (found: {NVCC}) and nccl.h (found: {NCCL_INC}); "
-    "install the CUDA toolkit and `pip install nvidia-nccl-cu13`",
-)
-
-
-@pytest.fixture(scope="module")
-def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Configure and build the CUDA variant of _core; return the build directory."""
-    import pybind11
-
-    build = tmp_path_factory.mktemp("cuda-build")
-    nvcc = Path(NVCC)  # type: ignore[arg-type]
-    configure = [
-        "cmake", "-S", str(REPO), "-B", str(build), "-G", "Ninja",
-        "-DCMAKE_BUILD_TYPE=Release", "-DPYTFCOMM_WITH_CUDA=ON", "-DPYTFCOMM_WITH_TF=OFF",
-        f"-DPython_EXECUTABLE={sys.executable}", f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
-        f"-DCUDAToolkit_ROOT={nvcc.parent.parent}", f"-DPYTFCOMM_NCCL_INCLUDE_DIR={NCCL_INC}",
-    ]  # fmt: skip
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    r = subprocess.run(configure, capture_output=True, text=True, timeout=120, env=env)
-    assert r.returncode == 0, f"configure failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
-    assert "pytfcomm: CUDA" in r.stdout, r.stdout[-2000:]
-    jobs = str(os.cpu_count() or 2)
-    r = subprocess.run(
-        ["cmake", "--build", str(build), "--target", "_core", "-j", jobs],
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT,
-        env=env,
-    )
-    assert r.returncode == 0, f"build failed:\n{r.stdout[-6000:]}\n{r.stderr[-4000:]}"
-    return build
-
-
-@pytest.fixture(scope="module")
-def package(cuda_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A pytfcomm package made of this checkout's Python files and the CUDA-built libraries."""
-    return make_package(
-        tmp_path_factory.mktemp("cuda-pkg"),
-        [*cuda_build.glob("_core*.so"), cuda_build / "libpytfcomm_core.so"],
-    )
-
-
-def make_package(root: Path, libs: list[Path]) -> Path:
-    """root/pytfcomm: this checkout's Python files plus `libs` (built elsewhere); returns root."""
-    pkg = root / "pytfcomm"
-    shutil.copytree(REPO / "pytfcomm", pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    for lib in libs:
-        shutil.copy2(lib, pkg / lib.name)
-    return root
+def test_configure_finds_cuda_and_nccl(cuda_configure: tuple[Path, str]) -> None:
+    _, out = cuda_configure
+    assert "pytfcomm: CUDA" in out and "kernels for sm 75;80;90;100;120" in out, out[-2000:]
 
 
 def _run(package: Path, code: str, **env: str) -> subprocess.CompletedProcess:

@@ -4,8 +4,9 @@ A CUDA TensorFlow gets these kernels by default (PYTFCOMM_TF_GPU=AUTO); here
 the installed CPU wheel stands in for it (PYTFCOMM_TF_GPU=ON): the kernels
 need TF's framework headers plus xla/stream_executor/stream.h, which every
 TF 2.21 wheel ships, and no symbol that only a CUDA TF exports. The core is
-the CUDA variant (nvcc, nccl.h from the nvidia-nccl wheel), built for one GPU
-architecture to keep this short. One configure + build serves every test.
+the CUDA variant (nvcc, nccl.h from the nvidia-nccl wheel): the session's
+one (tests/conftest.py ``cuda_build``, shared with tests/test_cuda_build.py
+and tests/gpu), here with the op library built too.
 
 Checked: the build; no CUDA library is DT_NEEDED and every symbol resolves
 against libtensorflow_framework.so.2 and libpytfcomm_core.so; in the CPU TF's
@@ -24,48 +25,23 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_cuda_build import NCCL_INC, NVCC, make_package
 
 pytest.importorskip("tensorflow")
 
-REPO = Path(__file__).resolve().parents[1]
-BUILD_TIMEOUT = 420  # seconds; ~2 min on the 2-core CI machine
-
-pytestmark = pytest.mark.skipif(
-    NVCC is None or NCCL_INC is None,
-    reason=f"needs nvcc (found: {NVCC}) and nccl.h (found: {NCCL_INC}); install the CUDA "
-    "toolkit and `pip install nvidia-nccl-cu13`",
-)
+# The first test also builds the op library (1-3 minutes on 2 cores).
+pytestmark = pytest.mark.timeout(900)
 OPS = ("PytfcommAllReduce", "PytfcommBroadcast", "PytfcommAllGather")
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Configure and build _core and _tf_ops with CUDA and GPU kernels; the build directory."""
-    import pybind11
+def build(cuda_configure: tuple[Path, str], cuda_build: Path) -> Path:
+    """The session's CUDA build with _tf_ops (GPU kernels) built too; the build directory."""
+    from _gpu_builds import build_targets
 
-    out = tmp_path_factory.mktemp("tf-gpu-build")
-    nvcc = Path(NVCC)  # type: ignore[arg-type]
-    configure = [
-        "cmake", "-S", str(REPO), "-B", str(out), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-        "-DPYTFCOMM_WITH_CUDA=ON", "-DPYTFCOMM_TF_GPU=ON", "-DPYTFCOMM_CUDA_ARCHS=80",
-        f"-DPython_EXECUTABLE={sys.executable}", f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
-        f"-DCUDAToolkit_ROOT={nvcc.parent.parent}", f"-DPYTFCOMM_NCCL_INCLUDE_DIR={NCCL_INC}",
-    ]  # fmt: skip
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    r = subprocess.run(configure, capture_output=True, text=True, timeout=180, env=env)
-    assert r.returncode == 0, f"configure failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
-    assert "the TF op library gets GPU kernels" in r.stdout, r.stdout[-3000:]
-    jobs = str(os.cpu_count() or 2)
-    r = subprocess.run(
-        ["cmake", "--build", str(out), "--target", "_core", "_tf_ops", "-j", jobs],
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT,
-        env=env,
-    )
-    assert r.returncode == 0, f"build failed:\n{r.stdout[-6000:]}\n{r.stderr[-4000:]}"
-    return out
+    _, out = cuda_configure
+    assert "the TF op library gets GPU kernels" in out, out[-3000:]
+    build_targets(cuda_build, "_tf_ops")
+    return cuda_build
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +53,8 @@ def package(build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         build / "_tf_ops.so",
         build / "_tf_build_info.py",
     ]
+    from _gpu_builds import make_package
+
     return make_package(tmp_path_factory.mktemp("tf-gpu-pkg"), libs)
 
 

@@ -73,3 +73,32 @@ def bad_inputs(rank: int, size: int, addr: str) -> list[str]:
                 said.append(f"{type(e).__name__}: {e}")
         comm.barrier()  # bad inputs left the communicator usable
     return said
+
+
+def cuda_inputs(rank: int, size: int, addr: str) -> list[str]:
+    """CUDA DLPack tensors that pytfcomm must refuse, each with a pytfcomm error
+    naming the problem; then a 2-D bfloat16 all-reduce still works."""
+    import gpu_workers as g
+
+    g.setup(rank)
+    said = []
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+        x = g.to_gpu(np.ones((4, 3), np.float32))
+        cases = [
+            lambda: comm.allreduce(x, out=g.empty((3, 4), np.float32)),  # wrong shape
+            lambda: comm.allreduce(x, out=np.zeros((4, 3), np.float32)),  # host out
+            lambda: comm.allgather(x, out=g.empty((4, 3), np.float32)),  # needs (4 * size, 3)
+        ]
+        if g._lib() == "fake":
+            cases.append(lambda: comm.allreduce(x))  # no out=: pytfcomm cannot allocate
+        for case in cases:
+            try:
+                case()
+                said.append("no error")
+            except pytfcomm.CommError as e:
+                said.append(f"{type(e).__name__}: {e}")
+        if "bfloat16" in g.dtypes():
+            xs = [g.make("bfloat16", "sum", 12, r).reshape(4, 3) for r in range(size)]
+            got = g.to_cpu(g.call(comm, "allreduce", g.to_gpu(xs[rank]), (4, 3)))
+            said.append(f"bfloat16 ok={g.same(got, g.reference(xs, 'sum'))}")
+    return said

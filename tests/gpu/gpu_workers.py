@@ -1,21 +1,34 @@
 """Functions run inside each rank by the GPU tests (tests/_harness.py puts this
-directory on PYTHONPATH). Tensors are CuPy arrays, else PyTorch tensors."""
+directory on PYTHONPATH). Tensors are CuPy arrays or PyTorch tensors on a real
+GPU, or fake_cuda tensors (tests/gpu/standin/fake_cuda.py) over the CPU
+stand-in's device memory when PYTFCOMM_TEST_GPU_LIB=fake. pytfcomm allocates
+results only for CuPy and PyTorch, so the fake path always passes ``out=``;
+the real path also runs with ``out=None``."""
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
+import time
 from typing import Any
 
 import numpy as np
 
 import pytfcomm
 
-DTYPES = ["float16", "float32", "float64", "int32", "int64", "uint8", "bool"]
 OPS = ["sum", "mean", "min", "max", "prod"]
+_DEVICE = 0  # this rank's GPU (setup())
 
 
+@functools.lru_cache(maxsize=1)
 def _lib() -> str:
     want = os.environ.get("PYTFCOMM_TEST_GPU_LIB", "")
+    if want == "fake":
+        import fake_cuda
+
+        fake_cuda.load(os.environ["PYTFCOMM_CUDA_DRIVER"])
+        return "fake"
     for name in [want] if want else ["cupy", "torch"]:
         try:
             __import__(name)
@@ -25,22 +38,80 @@ def _lib() -> str:
     raise RuntimeError("neither CuPy nor PyTorch is importable")
 
 
+def dtypes() -> list[str]:
+    """The dtypes this rank's tensor library can hold (bfloat16: not CuPy's)."""
+    names = ["float16", "float32", "float64", "int32", "int64", "uint8", "bool"]
+    if _lib() == "torch" or (_lib() == "fake" and _bfloat16() is not None):
+        names.insert(1, "bfloat16")
+    return names
+
+
+def _bfloat16() -> Any:
+    try:
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    except ImportError:
+        return None
+
+
+def setup(rank: int) -> None:
+    """Pick this rank's GPU: ranks share the stand-in's PTCSI_GPUS GPUs round-robin;
+    on a real machine every rank uses GPU 0 (of CUDA_VISIBLE_DEVICES)."""
+    global _DEVICE
+    _DEVICE = rank % int(os.environ.get("PTCSI_GPUS", "1")) if _lib() == "fake" else 0
+
+
+def _np_dtype(name: str) -> np.dtype:
+    return _bfloat16() if name == "bfloat16" else np.dtype(name)
+
+
 def to_gpu(a: np.ndarray) -> Any:
     """A CUDA tensor holding a copy of ``a`` on this rank's GPU."""
+    a = np.ascontiguousarray(a)
+    if _lib() == "fake":
+        import fake_cuda
+
+        return fake_cuda.from_numpy(a, _DEVICE)
     if _lib() == "cupy":
         import cupy
 
-        return cupy.asarray(a)
+        with cupy.cuda.Device(_DEVICE):
+            return cupy.asarray(a)
     import torch
 
-    return torch.from_numpy(np.ascontiguousarray(a)).to("cuda")
+    if a.dtype == _bfloat16():
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).to(f"cuda:{_DEVICE}")
+    return torch.from_numpy(a).to(f"cuda:{_DEVICE}")
 
 
 def to_cpu(t: Any) -> np.ndarray:
     """A NumPy copy of a CUDA tensor."""
+    if _lib() == "fake":
+        return t.numpy()
     if _lib() == "cupy":
         return t.get()
+    import torch
+
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).cpu().numpy().view(_bfloat16())
     return t.cpu().numpy()
+
+
+def empty(shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    return to_gpu(np.zeros(shape, dtype))
+
+
+def call(comm: Any, name: str, x: Any, shape: tuple[int, ...], *args: Any, **kw: Any) -> Any:
+    """``comm.<name>(x, *args, **kw)``, with ``out=`` a new tensor of ``shape`` on the
+    fake path (pytfcomm cannot allocate fake_cuda tensors); checks out is returned."""
+    if _lib() != "fake" or "out" in kw:
+        return getattr(comm, name)(x, *args, **kw)
+    out = empty(shape, x.dtype)
+    got = getattr(comm, name)(x, *args, out=out, **kw)
+    if got is not out:
+        raise AssertionError(f"{name}(out=...) did not return out")
+    return got
 
 
 def make(dtype: str, op: str, count: int, rank: int) -> np.ndarray:
@@ -50,13 +121,17 @@ def make(dtype: str, op: str, count: int, rank: int) -> np.ndarray:
         return rng.integers(0, 2, count).astype(bool)
     hi = 3 if op == "prod" else 50
     lo = 1 if op == "prod" else (0 if dtype == "uint8" else -50)
-    return rng.integers(lo, hi, count).astype(dtype)
+    if dtype == "uint8" and op == "sum":
+        hi = 60  # 3 ranks x 59 < 256
+    return rng.integers(lo, hi, count).astype(_np_dtype(dtype))
 
 
 def reference(inputs: list[np.ndarray], op: str) -> np.ndarray:
     """What pytfcomm's CPU path computes (mean: sum then one division, ints truncate)."""
-    stack = np.stack(inputs)
     dt = inputs[0].dtype
+    if dt == _bfloat16():
+        return reference([a.astype(np.float32) for a in inputs], op).astype(dt)
+    stack = np.stack(inputs)
     if dt == np.bool_:
         return stack.any(0) if op in ("sum", "max") else stack.all(0)
     if op == "sum":
@@ -73,72 +148,183 @@ def reference(inputs: list[np.ndarray], op: str) -> np.ndarray:
     return (s / len(inputs)).astype(dt)
 
 
-def collectives(rank: int, size: int, addr: str, transport: str | None, counts: list[int]) -> dict:
-    """Every collective on GPU tensors against the NumPy reference; returns failures."""
+def same(got: np.ndarray, want: np.ndarray) -> bool:
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    if want.dtype == _bfloat16() or np.issubdtype(want.dtype, np.floating):
+        tol = 1e-2 if want.dtype.itemsize == 2 else 1e-6
+        return bool(np.allclose(got.astype(np.float64), want.astype(np.float64), tol, tol))
+    return bool(np.array_equal(got, want))
+
+
+def collectives(
+    rank: int, size: int, addr: str, transport: str | None, counts: list[int], opts: dict
+) -> dict:
+    """Every collective on GPU tensors against the NumPy reference; returns failures.
+
+    opts: ``dtypes`` / ``ops`` / ``algorithms`` (all-reduce matrix; default all),
+    ``big_counts`` (counts run for float32 and int64 sum only), ``in_place`` (also
+    ``out=x``), ``no_out`` (the real path: also let pytfcomm allocate).
+    """
+    setup(rank)
     failures: list[str] = []
+    names = opts.get("dtypes") or dtypes()
+    ops = opts.get("ops") or OPS
+    algs = opts.get("algorithms") or ["auto"]
+
+    def check(what: str, got: Any, want: np.ndarray) -> None:
+        g = to_cpu(got)
+        if not same(g, want):
+            failures.append(f"{what}: got {g.ravel()[:5]}.. want {want.ravel()[:5]}..")
+
     with pytfcomm.init(rank=rank, size=size, addr=addr, transport=transport) as comm:
-        for count in counts:
-            for dtype in DTYPES:
-                for op in OPS:
-                    if dtype == "bool" and op == "mean":
-                        continue
-                    for alg in ("auto", "hierarchical"):
-                        xs = [make(dtype, op, count, r) for r in range(size)]
-                        want = reference(xs, op)
-                        x = to_gpu(xs[rank])
-                        got = to_cpu(comm.allreduce(x, op, algorithm=alg))
-                        tol = 1e-2 if dtype == "float16" else 1e-6
-                        ok = (
-                            np.allclose(got, want, rtol=tol, atol=tol)
-                            if np.issubdtype(want.dtype, np.floating)
-                            else np.array_equal(got, want)
-                        )
-                        if not ok:
-                            failures.append(f"allreduce {dtype} {op} {alg} n={count}")
-                        # in place
-                        y = comm.allreduce(x, op, out=x, algorithm=alg)
-                        if y is not x:
-                            failures.append("out=x did not return x")
+        matrix = [(c, d, o) for c in counts for d in names for o in ops]
+        matrix += [(c, d, "sum") for c in opts.get("big_counts", []) for d in ("float32", "int64")]
+        for count, dtype, op in matrix:
+            if dtype == "bool" and op == "mean":
+                continue
+            xs = [make(dtype, op, count, r) for r in range(size)]
+            want = reference(xs, op)
+            for alg in algs:
+                what = f"allreduce {dtype} {op} {alg} n={count}"
+                x = to_gpu(xs[rank])
+                check(what, call(comm, "allreduce", x, x.shape, op, algorithm=alg), want)
+                if opts.get("in_place"):
+                    y = comm.allreduce(x, op, out=x, algorithm=alg)
+                    if y is not x:
+                        failures.append(f"{what}: out=x did not return x")
+                    check(f"{what} in place", x, want)
+        for count in [*counts, *opts.get("big_counts", [])]:
             xs = [np.arange(count, dtype=np.float32) + 1000 * r for r in range(size)]
-            got = to_cpu(comm.broadcast(to_gpu(xs[rank]), root=size - 1))
-            if not np.array_equal(got, xs[size - 1]):
-                failures.append(f"broadcast n={count}")
-            got = to_cpu(comm.allgather(to_gpu(xs[rank])))
-            if not np.array_equal(got, np.concatenate(xs)):
-                failures.append(f"allgather n={count}")
-            big = [np.arange(count * size, dtype=np.float32) * (r + 1) for r in range(size)]
-            got = to_cpu(comm.reduce_scatter(to_gpu(big[rank])))
-            part = sum(big)[rank * count : (rank + 1) * count]
-            if not np.array_equal(got, part):
-                failures.append(f"reduce_scatter n={count}")
+            for root in range(size):
+                x = to_gpu(xs[rank])
+                check(
+                    f"broadcast root={root} n={count}",
+                    call(comm, "broadcast", x, x.shape, root),
+                    xs[root],
+                )
+            x = to_gpu(xs[rank])
+            shape = (count * size,)
+            check(f"allgather n={count}", call(comm, "allgather", x, shape), np.concatenate(xs))
+            big = [(np.arange(count * size) % 1000 * (r + 1)).astype(np.int32) for r in range(size)]
+            for op in ("sum", "max"):
+                got = call(comm, "reduce_scatter", to_gpu(big[rank]), (count,), op)
+                part = reference(big, op)[rank * count : (rank + 1) * count]
+                check(f"reduce_scatter {op} n={count}", got, part)
+        if opts.get("no_out") and _lib() != "fake":
+            x = to_gpu(np.arange(10, dtype=np.float32) * (rank + 1))
+            want = np.arange(10, dtype=np.float32) * sum(range(1, size + 1))
+            check("allreduce out=None", comm.allreduce(x), want)
         backend = comm._gpu.last_backend() if comm._gpu is not None else ""
     return {"failures": failures, "backend": backend}
 
 
-def mismatch(rank: int, size: int, addr: str, transport: str | None) -> str:
-    """Ranks pass different counts: every rank must raise MismatchError."""
+def big_allreduce(rank: int, size: int, addr: str, count: int) -> dict:
+    """One large float32 all-reduce (and broadcast) against NumPy; seconds taken."""
+    setup(rank)
+    xs = [(np.arange(count) % 1013).astype(np.float32) * (r + 1) for r in range(size)]
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+        t0 = time.monotonic()
+        x = to_gpu(xs[rank])
+        got = to_cpu(call(comm, "allreduce", x, x.shape))
+        took = time.monotonic() - t0
+        ok = same(got, sum(xs))
+        got = to_cpu(call(comm, "broadcast", x, x.shape, size - 1))
+        ok_bcast = same(got, xs[size - 1])
+        backend = comm._gpu.last_backend()
+    return {"ok": ok, "broadcast_ok": ok_bcast, "seconds": took, "backend": backend}
+
+
+def mismatch(rank: int, size: int, addr: str, transport: str | None, what: str = "count") -> str:
+    """The last rank disagrees on ``what`` (count, dtype, op, root, kind): every rank
+    must raise MismatchError. Returns the class and message."""
+    setup(rank)
+    odd = rank == size - 1
     with pytfcomm.init(rank=rank, size=size, addr=addr, transport=transport, timeout=20) as comm:
-        x = to_gpu(np.ones(100 + rank, np.float32))
+        x = to_gpu(np.ones(100, np.float32))
+        call(comm, "allreduce", x, x.shape)  # the GPU path is set up and works
         try:
-            comm.allreduce(x)
-        except pytfcomm.MismatchError as e:
-            return f"MismatchError: {e}"
+            if what == "count":
+                y = to_gpu(np.ones(100 + odd, np.float32))
+                call(comm, "allreduce", y, y.shape)
+            elif what == "dtype":
+                y = to_gpu(np.ones(100, np.float64 if odd else np.float32))
+                call(comm, "allreduce", y, y.shape)
+            elif what == "op":
+                call(comm, "allreduce", x, x.shape, "max" if odd else "sum")
+            elif what == "root":
+                call(comm, "broadcast", x, x.shape, 1 if odd else 0)
+            elif what == "kind":
+                if odd:
+                    call(comm, "allgather", x, (100 * size,))
+                else:
+                    call(comm, "allreduce", x, x.shape)
+            else:
+                raise ValueError(what)
+        except pytfcomm.CommError as e:
+            return f"{type(e).__name__}: {e}"
         return "no error"
 
 
 def one_rank_missing(rank: int, size: int, addr: str, transport: str | None) -> str:
-    """Rank 1 never joins the second all-reduce: rank 0 must time out, not hang."""
-    import time
-
+    """The last rank never joins the second all-reduce: the others must time out, not hang."""
+    setup(rank)
     with pytfcomm.init(rank=rank, size=size, addr=addr, transport=transport, timeout=5) as comm:
         x = to_gpu(np.ones(1 << 20, np.float32))
-        comm.allreduce(x)  # NCCL (or staging) is set up and works
-        if rank == 1:
-            time.sleep(15)
+        call(comm, "allreduce", x, x.shape)  # NCCL (or staging) is set up and works
+        if rank == size - 1:
+            time.sleep(9)  # past the others' 5 s deadline
             return "slept"
         t0 = time.monotonic()
         try:
-            comm.allreduce(x)
+            call(comm, "allreduce", x, x.shape)
         except (pytfcomm.CommTimeoutError, pytfcomm.PeerLostError) as e:
             return f"{type(e).__name__} after {time.monotonic() - t0:.1f}s: {e}"
         return "no error"
+
+
+def failing(rank: int, size: int, addr: str, timeout: float, calls: int = 3) -> dict:
+    """Up to ``calls`` all-reduces (a fault knob makes one fail); the first error's
+    class, message and the seconds that call took; then whether the communicator
+    refuses further GPU calls (it must not hang)."""
+    setup(rank)
+    res: dict = {"outcome": "no error", "took": 0.0, "after": ""}
+    with pytfcomm.init(rank=rank, size=size, addr=addr, timeout=timeout) as comm:
+        x = to_gpu(np.ones(1 << 16, np.float32))
+        for i in range(calls):
+            t0 = time.monotonic()
+            try:
+                call(comm, "allreduce", x, x.shape)
+            except pytfcomm.CommError as e:
+                res.update(outcome=f"{type(e).__name__}: {e}", took=time.monotonic() - t0, call=i)
+                break
+        if res["outcome"] != "no error":
+            t0 = time.monotonic()
+            try:
+                call(comm, "allreduce", x, x.shape)
+                res["after"] = "no error"
+            except pytfcomm.CommError as e:
+                res["after"] = f"{type(e).__name__}: {e}"
+            res["after_took"] = time.monotonic() - t0
+    return res
+
+
+def lost_rank(rank: int, size: int, addr: str, timeout: float, join: bool) -> dict:
+    """The last rank dies (os._exit) 1 s after the others entered the second
+    all-reduce, while they wait inside it; with ``join`` it is inside that
+    collective too (PTCSI_NCCL_HANG_AT=2 keeps it from reaching NCCL's barrier).
+    The survivors' error and the seconds it took."""
+    setup(rank)
+    with pytfcomm.init(rank=rank, size=size, addr=addr, timeout=timeout) as comm:
+        x = to_gpu(np.ones(1 << 16, np.float32))
+        call(comm, "allreduce", x, x.shape)
+        if rank == size - 1:
+            threading.Timer(1.0, os._exit, args=(17,)).start()
+            if not join:
+                time.sleep(30)
+        t0 = time.monotonic()
+        try:
+            call(comm, "allreduce", x, x.shape)
+        except pytfcomm.CommError as e:
+            return {"outcome": f"{type(e).__name__}: {e}", "took": time.monotonic() - t0}
+        return {"outcome": "no error", "took": time.monotonic() - t0}

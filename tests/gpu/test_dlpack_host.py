@@ -40,3 +40,19 @@ def test_bad_dlpack_inputs_raise_clear_errors() -> None:
     assert cuda_out.startswith("InvalidArgumentError") and "GPU" in cuda_out, cuda_out
     assert complex_in.startswith("InvalidArgumentError") and "complex64" in complex_in, complex_in
     assert scalar.startswith("InvalidArgumentError") and "dimension" in scalar, scalar
+
+
+def test_bad_cuda_dlpack_inputs_raise_clear_errors(gpu_env) -> None:
+    """On a GPU or the stand-ins: a wrong out= shape, a host out= for a GPU input,
+    and (fake_cuda tensors) no out= at all are InvalidArgumentErrors naming the
+    problem; a 2-D bfloat16 all-reduce works."""
+    out = run_ranks(2, "dlpack_workers:cuda_inputs", env=gpu_env.env, timeout=120)
+    for said in out:
+        shape, host_out, gather_shape, *rest = said
+        assert shape.startswith("InvalidArgumentError") and "shape (3, 4)" in shape, shape
+        assert host_out.startswith("InvalidArgumentError") and "CUDA tensor" in host_out, host_out
+        assert gather_shape.startswith("InvalidArgumentError") and "(8, 3)" in gather_shape
+        if gpu_env.standin:
+            no_out = rest.pop(0)
+            assert no_out.startswith("InvalidArgumentError") and "pass out=" in no_out, no_out
+        assert rest in ([], ["bfloat16 ok=True"]), rest

@@ -59,6 +59,13 @@ def _nccl_version() -> tuple[int, ...]:
 
 
 REASON = _reason()
+if REASON is not None:
+    # tests/gpu/test_stream_collectives.py runs the core below these kernels on the stand-ins.
+    REASON = (
+        "needs a real GPU and a CUDA TensorFlow: TF creates GPU devices, streams and its "
+        "allocator only through the real CUDA runtime, which the CPU stand-ins do not "
+        f"replace ({REASON})"
+    )
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 
 

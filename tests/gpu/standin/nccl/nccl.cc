@@ -1,0 +1,382 @@
+// libnccl.so.2 stand-in (tests only): the NCCL subset pytfcomm loads
+// (csrc/gpu/nccl_lib.h, PTC_NCCL_FUNCS) on host memory. Every collective is
+// a work item on the caller's stream of the CUDA driver stand-in
+// (ptcsi_stream_enqueue, standin.h), so NCCL work is ordered with copies and
+// kernels and its completion is seen through CUDA events, as on a GPU.
+// Ranks meet in POSIX shared memory named after the ncclUniqueId (ranks may
+// be processes or threads of one process); see comm.h, segment.h and
+// collective.h. Only the PTC_NCCL_FUNCS symbols are exported.
+//
+// Behaviour worth knowing:
+// - ncclGetVersion reports the NCCL_VERSION_CODE of the nccl.h built against
+//   (>= 2.30, so pytfcomm lets ranks share a "GPU").
+// - ncclCommInitRankConfig honours ncclConfig_t's size/magic (a config
+//   without NCCL_CONFIG_INITIALIZER is ncclInvalidArgument) and blocking:
+//   non-blocking init returns ncclInProgress and ncclCommGetAsyncError says
+//   ncclInProgress until every rank joined. Blocking init waits (for ever,
+//   unless aborted from another thread through the handle it stored).
+// - Stricter than NCCL: ranks whose nranks disagree, a rank out of range or
+//   claimed twice fail every rank's init (ncclInvalidUsage); collectives
+//   whose kind, count, type, op or root differ between ranks fail every
+//   rank's work item and set the async error to ncclInvalidUsage, with a
+//   stderr line naming what differed.
+// - A failed work item returns CUDA_ERROR_LAUNCH_FAILED to its stream.
+// - Like NCCL, an abort or a dead peer does not wake the other ranks: they
+//   wait until they are aborted themselves. Abort and destroy remove the
+//   segment's name (the last rank to join already did, normally): a rank
+//   arriving after a peer aborted starts afresh and waits, until aborted.
+// - Count-0 collectives are no-ops (no exchange). Buffers must be stand-in
+//   device memory (ptcsi_is_device_range), else ncclInvalidArgument.
+//
+// Environment knobs (read at each ncclCommInitRankConfig):
+//   PTCSI_NCCL_NEVER_JOIN=<rank>        that rank's init never completes: it
+//       stays ncclInProgress, and so do its peers', which wait for it.
+//   PTCSI_NCCL_ASYNC_ERROR_AT=<n>[:<rank>]  the n-th collective (1-based,
+//       counted per communicator) of that rank (default: every rank) fails:
+//       the async error becomes ncclSystemError (pytfcomm: a lost peer) and
+//       the work item fails without reaching its peers.
+//   PTCSI_NCCL_HANG_AT=<n>[:<rank>]     that rank's n-th collective never
+//       reaches the barrier (a stopped peer) until the comm is aborted.
+//   PTCSI_NCCL_INPROGRESS=1             non-blocking comms only: init, every
+//       collective and ncclGroupEnd return ncclInProgress, and the async
+//       error stays ncclInProgress for 5 ms after each, before ncclSuccess.
+//   PTCSI_NCCL_SLOT_BYTES=<bytes>       per-rank exchange slot (default 1 MiB;
+//       decided by the rank creating the segment), to test chunking.
+#include <fcntl.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl/collective.h"
+#include "nccl/comm.h"
+#include "nccl/last_error.h"
+#include "nccl/reduce.h"
+#include "standin.h"
+
+static_assert(NCCL_VERSION_CODE >= 23000, "the stand-in reports nccl.h's version: want >= 2.30");
+
+#define PTCSI_NCCL_API extern "C" __attribute__((visibility("default")))
+
+namespace ptcsi_nccl {
+namespace {
+
+constexpr char kIdPrefix[] = "ptcsi-nccl-uid";
+
+// ncclGroupStart/End state of the calling thread.
+struct PendingCall {
+  Work* work;
+  CUstream stream;
+};
+struct GroupState {
+  int depth = 0;
+  std::vector<PendingCall> calls;
+  std::vector<std::shared_ptr<Comm>> inits;  // initialised inside the group
+  ncclResult_t error = ncclSuccess;
+  std::string error_text;
+};
+GroupState& group() {
+  thread_local GroupState g;
+  return g;
+}
+
+void sleep_tick() { std::this_thread::sleep_for(std::chrono::microseconds(200)); }
+
+// Waits for a blocking comm's init (or a finalize) to settle.
+ncclResult_t wait_settled(Comm& c) {
+  for (;;) {
+    ncclResult_t s = c.state();
+    if (s != ncclInProgress) return s;
+    if (c.stop.load()) return fail(ncclInvalidUsage, "NCCL stand-in: aborted while waiting");
+    sleep_tick();
+  }
+}
+
+ncclResult_t enqueue(Work* w, CUstream stream) {
+  std::shared_ptr<Comm> c = w->comm;
+  c->pending.fetch_add(1);
+  CUresult r = ptcsi_stream_enqueue(stream, run_work, w, release_work);
+  if (r != CUDA_SUCCESS) {
+    // Not accepted: the work (and its release) is still ours.
+    delete w;
+    c->pending.fetch_sub(1);
+    return fail(ncclUnhandledCudaError,
+                "NCCL stand-in: ptcsi_stream_enqueue failed with CUDA error " + std::to_string(r));
+  }
+  return ncclSuccess;
+}
+
+// Whether the buffers the call reads and writes are device memory (a GPU
+// would fault on host memory NCCL did not register).
+bool device_buffers(Kind kind, const void* send, const void* recv, size_t count,
+                    ncclDataType_t type, int nranks, int rank, int root) {
+  const size_t bytes = count * type_size(type);
+  const size_t n = static_cast<size_t>(nranks);
+  size_t send_bytes = kind == Kind::kReduceScatter ? bytes * n : bytes;
+  size_t recv_bytes = kind == Kind::kAllGather ? bytes * n : bytes;
+  bool ok = ptcsi_is_device_range(reinterpret_cast<CUdeviceptr>(recv), recv_bytes) != 0;
+  if (kind != Kind::kBroadcast || rank == root) {
+    ok = ok && ptcsi_is_device_range(reinterpret_cast<CUdeviceptr>(send), send_bytes) != 0;
+  }
+  return ok;
+}
+
+ncclResult_t collective(Kind kind, const void* send, void* recv, size_t count, ncclDataType_t type,
+                        ncclRedOp_t op, int root, ncclComm_t handle, cudaStream_t stream) {
+  std::shared_ptr<Comm> c = find_comm(handle);
+  const std::string what = std::string("NCCL stand-in: ") + kind_name(kind) + ": ";
+  ncclResult_t r = ncclSuccess;
+  if (c == nullptr) {
+    r = fail(ncclInvalidArgument, what + "invalid communicator (null, destroyed or aborted)");
+  } else if (type_size(type) == 0) {
+    r = fail(ncclInvalidArgument, what + "unsupported datatype " + std::to_string(type));
+  } else if ((kind == Kind::kAllReduce || kind == Kind::kReduceScatter) && !op_supported(op)) {
+    r = fail(ncclInvalidArgument, what + "unsupported reduction op " + std::to_string(op));
+  } else if (kind == Kind::kBroadcast && (root < 0 || root >= c->nranks)) {
+    r = fail(ncclInvalidArgument, what + "root " + std::to_string(root) + " out of range");
+  } else if (count > 0 && (recv == nullptr ||
+                           (send == nullptr && (kind != Kind::kBroadcast || root == c->rank)))) {
+    r = fail(ncclInvalidArgument, what + "null buffer");
+  } else if (count > 0 &&
+             !device_buffers(kind, send, recv, count, type, c->nranks, c->rank, root)) {
+    r = fail(ncclInvalidArgument, what + "a buffer is not (entirely) stand-in device memory");
+  } else if (c->error.load() != ncclSuccess) {
+    r = fail(static_cast<ncclResult_t>(c->error.load()), c->error_text());
+  }
+  GroupState& g = group();
+  if (r != ncclSuccess) {
+    if (g.depth > 0 && g.error == ncclSuccess) {
+      g.error = r;
+      g.error_text = last_error();
+    }
+    return r;
+  }
+  if (count == 0) return ncclSuccess;
+  auto* w = new Work{c, kind, send, recv, count, type, op, root, c->calls.fetch_add(1) + 1};
+  auto s = reinterpret_cast<CUstream>(stream);
+  if (g.depth > 0) {
+    g.calls.push_back({w, s});
+  } else {
+    r = enqueue(w, s);
+    if (r != ncclSuccess) return r;
+  }
+  c->mark_busy();
+  return c->knobs.in_progress && !c->blocking ? ncclInProgress : ncclSuccess;
+}
+
+const char* error_string(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    case ncclTimeout:
+      return "NCCL operation timed out";
+    default:
+      return "unknown result code";
+  }
+}
+
+}  // namespace
+}  // namespace ptcsi_nccl
+
+using namespace ptcsi_nccl;  // NOLINT: the C entry points below
+
+PTCSI_NCCL_API ncclResult_t ncclGetVersion(int* version) {
+  if (version == nullptr) return fail(ncclInvalidArgument, "ncclGetVersion: null version");
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+PTCSI_NCCL_API const char* ncclGetErrorString(ncclResult_t result) { return error_string(result); }
+
+PTCSI_NCCL_API const char* ncclGetLastError(ncclComm_t /*comm: as NCCL, thread-local*/) {
+  return last_error();
+}
+
+PTCSI_NCCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  if (id == nullptr) return fail(ncclInvalidArgument, "ncclGetUniqueId: null id");
+  std::memset(id, 0, sizeof(*id));
+  std::memcpy(id->internal, kIdPrefix, sizeof(kIdPrefix));
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(ncclSystemError, "ncclGetUniqueId: cannot open /dev/urandom");
+  size_t got = sizeof(kIdPrefix);
+  while (got < sizeof(id->internal)) {
+    ssize_t n = read(fd, id->internal + got, sizeof(id->internal) - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  if (got < sizeof(id->internal)) return fail(ncclSystemError, "ncclGetUniqueId: short read");
+  return ncclSuccess;
+}
+
+PTCSI_NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* newcomm, int nranks, ncclUniqueId id,
+                                                   int rank, ncclConfig_t* config) {
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRankConfig: null comm");
+  *newcomm = nullptr;
+  bool blocking = true;
+  if (config != nullptr) {
+    constexpr size_t need = offsetof(ncclConfig_t, blocking) + sizeof(int);
+    if (config->size < need || config->magic != NCCL_API_MAGIC) {
+      return fail(ncclInvalidArgument,
+                  "ncclCommInitRankConfig: config not set up with NCCL_CONFIG_INITIALIZER "
+                  "(size/magic)");
+    }
+    if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
+      if (config->blocking != 0 && config->blocking != 1) {
+        return fail(ncclInvalidArgument, "ncclCommInitRankConfig: config.blocking must be 0 or 1");
+      }
+      blocking = config->blocking == 1;
+    }
+  }
+  if (nranks < 1 || nranks > kMaxRanks) {
+    return fail(ncclInvalidArgument,
+                "ncclCommInitRankConfig: nranks " + std::to_string(nranks) + " out of range");
+  }
+  auto c = std::make_shared<Comm>();
+  c->rank = rank;
+  c->nranks = nranks;
+  c->blocking = blocking;
+  c->knobs = read_knobs();
+  ncclResult_t r = join(*c, id);
+  GroupState& g = group();
+  if (r != ncclSuccess) {
+    if (g.depth > 0 && g.error == ncclSuccess) {
+      g.error = r;
+      g.error_text = last_error();
+    }
+    return r;
+  }
+  c->mark_busy();
+  *newcomm = register_comm(c);
+  if (g.depth > 0) {
+    g.inits.push_back(c);  // a blocking one is waited for at the outermost ncclGroupEnd
+    return blocking ? ncclSuccess : ncclInProgress;
+  }
+  if (!blocking) return ncclInProgress;
+  return wait_settled(*c);
+}
+
+PTCSI_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  std::shared_ptr<Comm> c = find_comm(comm);
+  if (c == nullptr || asyncError == nullptr) {
+    return fail(ncclInvalidArgument, "ncclCommGetAsyncError: invalid communicator or null result");
+  }
+  *asyncError = c->state();
+  return ncclSuccess;
+}
+
+PTCSI_NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  std::shared_ptr<Comm> c = find_comm(comm);
+  if (c == nullptr) return fail(ncclInvalidArgument, "ncclCommFinalize: invalid communicator");
+  c->finalizing.store(true);
+  if (c->blocking) return wait_settled(*c);
+  return c->pending.load() > 0 ? ncclInProgress : ncclSuccess;
+}
+
+static ncclResult_t release_comm(ncclComm_t comm, const char* call) {
+  std::shared_ptr<Comm> c = unregister_comm(comm);
+  if (c == nullptr) {
+    return fail(ncclInvalidArgument, std::string(call) + ": invalid communicator (already freed?)");
+  }
+  c->stop.store(true);  // waiting work sees it within a tick and fails
+  c->seg->unlink();     // normally gone already (the last rank to join removed it)
+  return ncclSuccess;   // freed when its last queued work item is released
+}
+
+PTCSI_NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  return release_comm(comm, "ncclCommDestroy");
+}
+
+PTCSI_NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return release_comm(comm, "ncclCommAbort");
+}
+
+PTCSI_NCCL_API ncclResult_t ncclGroupStart() {
+  ++group().depth;
+  return ncclSuccess;
+}
+
+PTCSI_NCCL_API ncclResult_t ncclGroupEnd() {
+  GroupState& g = group();
+  if (g.depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (--g.depth > 0) return ncclSuccess;
+  std::vector<PendingCall> calls = std::move(g.calls);
+  std::vector<std::shared_ptr<Comm>> inits = std::move(g.inits);
+  ncclResult_t r = g.error;
+  std::string text = std::move(g.error_text);
+  g = GroupState();
+  if (r != ncclSuccess) {
+    for (PendingCall& p : calls) delete p.work;  // a failed group launches nothing
+    return fail(r, text);
+  }
+  bool in_progress = false;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    std::shared_ptr<Comm> c = calls[i].work->comm;
+    if (r == ncclSuccess) {
+      r = enqueue(calls[i].work, calls[i].stream);
+    } else {
+      delete calls[i].work;
+    }
+    if (c->knobs.in_progress && !c->blocking) {
+      c->mark_busy();
+      in_progress = true;
+    }
+  }
+  if (r != ncclSuccess) return r;
+  for (auto& c : inits) {
+    if (c->blocking) {
+      r = wait_settled(*c);
+      if (r != ncclSuccess) return r;
+    } else if (c->knobs.in_progress) {
+      in_progress = true;
+    }
+  }
+  return in_progress ? ncclInProgress : ncclSuccess;
+}
+
+PTCSI_NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                          cudaStream_t stream) {
+  return collective(Kind::kAllReduce, sendbuff, recvbuff, count, datatype, op, -1, comm, stream);
+}
+
+PTCSI_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
+                                              size_t recvcount, ncclDataType_t datatype,
+                                              ncclRedOp_t op, ncclComm_t comm,
+                                              cudaStream_t stream) {
+  return collective(Kind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, comm,
+                    stream);
+}
+
+PTCSI_NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                          ncclDataType_t datatype, ncclComm_t comm,
+                                          cudaStream_t stream) {
+  return collective(Kind::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, -1, comm,
+                    stream);
+}
+
+PTCSI_NCCL_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                          ncclDataType_t datatype, int root, ncclComm_t comm,
+                                          cudaStream_t stream) {
+  return collective(Kind::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm,
+                    stream);
+}

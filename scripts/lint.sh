@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 VPY=${PYTFCOMM_VENV:-$PWD/.venv}/bin/python
 PY_DIRS=(pytfcomm tests benchmarks examples fuzz scripts)
 mapfile -t CXX < <(git ls-files -co --exclude-standard -- 'csrc/*.h' 'csrc/*.cc' 'csrc/*.cu' \
-  'tests/cpp/*.h' 'tests/cpp/*.cc' 'fuzz/*.h' 'fuzz/*.cc')
+  'tests/cpp/*.h' 'tests/cpp/*.cc' 'tests/gpu/standin/*.h' 'tests/gpu/standin/*.cc' \
+  'fuzz/*.h' 'fuzz/*.cc')
 if [[ "${1:-}" == "--fix" ]]; then
   "$VPY" -m ruff check --fix "${PY_DIRS[@]}"
   "$VPY" -m ruff format "${PY_DIRS[@]}"

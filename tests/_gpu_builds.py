@@ -98,16 +98,20 @@ def make_package(root: Path, libs: list[Path]) -> Path:
     return root
 
 
+STANDIN_TARGETS = ("cuda_standin", "nccl_standin", "nccl_standin_test")
+
+
 def build_standin(build: Path) -> Path:
-    """libcuda.so.1 and libnccl.so.2 of tests/gpu/standin in ``build``; returns it."""
+    """libcuda.so.1 and libnccl.so.2 of tests/gpu/standin, and the NCCL stand-in's
+    test program (nccl_standin_test), in ``build``; returns it."""
     configure = [
         "cmake", "-S", str(STANDIN), "-B", str(build), "-G", "Ninja",
         "-DCMAKE_BUILD_TYPE=RelWithDebInfo", f"-DCUDA_INCLUDE_DIR={CUDA_INC}",
-        f"-DNCCL_INCLUDE_DIR={NCCL_INC}",
+        f"-DNCCL_INCLUDE_DIR={NCCL_INC}", "-DPTCSI_BUILD_TESTS=ON",
     ]  # fmt: skip
     _run(configure, "configure the stand-ins", CONFIGURE_TIMEOUT)
     _run(
-        ["cmake", "--build", str(build), "--target", "cuda_standin", "nccl_standin", "-j2"],
+        ["cmake", "--build", str(build), "--target", *STANDIN_TARGETS, "-j2"],
         "build the stand-ins",
         BUILD_TIMEOUT,
     )

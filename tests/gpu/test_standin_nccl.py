@@ -63,25 +63,9 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("standin-build")
-    configure = [
-        "cmake",
-        "-S",
-        str(STANDIN),
-        "-B",
-        str(out),
-        "-G",
-        "Ninja",
-        "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-        f"-DCUDA_INCLUDE_DIR={CUDA_INCLUDE}",
-        f"-DNCCL_INCLUDE_DIR={NCCL_INCLUDE}",
-        "-DPTCSI_BUILD_TESTS=ON",
-    ]
-    for cmd in (configure, ["cmake", "--build", str(out), "-j2"]):
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    return out
+def build(standin_libs: Path) -> Path:
+    """The session's stand-in build (tests/conftest.py), test program included."""
+    return standin_libs
 
 
 def _segments() -> set[str]:
@@ -228,30 +212,6 @@ def test_init_misuse_fails_every_rank(build: Path, tmp_path: Path, what: str, np
 # ---- pytfcomm's NCCL GPU path end to end on both stand-ins -------------------
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _core_build() -> Path | None:
-    d = Path(os.environ.get("PYTFCOMM_STANDIN_CORE_BUILD", REPO / "build" / "cuda-nccl"))
-    if not ((d / "libpytfcomm_core.so").is_file() and any(d.glob("_core*.so"))):
-        d = REPO / "build" / "cuda"
-    ok = (d / "libpytfcomm_core.so").is_file() and any(d.glob("_core*.so"))
-    return d if ok else None
-
-
-@pytest.fixture(scope="module")
-def cuda_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    build = _core_build()
-    if build is None:
-        pytest.skip(
-            "no CUDA build of _core (build/cuda-nccl, build/cuda or PYTFCOMM_STANDIN_CORE_BUILD)"
-        )
-    import sys
-
-    sys.path.insert(0, str(REPO / "tests"))
-    from test_cuda_build import make_package
-
-    root = tmp_path_factory.mktemp("standin-nccl-pkg")
-    return make_package(root, [*build.glob("_core*.so"), build / "libpytfcomm_core.so"])
 
 
 def _rank_env(build: Path, package: Path, **extra: str) -> dict[str, str]:

@@ -166,6 +166,24 @@ void Timeline::begin_collective(const transport::MessageMeta& meta, const char* 
   add(TraceEvent{"negotiate", "phase", submit_ns, cur_.queue_ns, cur_.tid, meta.seq});
 }
 
+void Timeline::add_collective(const transport::MessageMeta& meta, const char* name,
+                              const char* algorithm, const char* requested, size_t bytes,
+                              int64_t t0, int64_t t1, bool failed) {
+  TraceEvent e{name, "collective", t0, t1 - t0, this_lane(), meta.seq};
+  e.bytes = bytes;
+  e.algorithm = algorithm;
+  e.requested = requested;
+  e.dtype = meta.dtype;
+  e.op = meta.op;
+  e.root =
+      meta.kind == static_cast<uint8_t>(algorithms::CollectiveKind::kBroadcast) ? meta.root : -1;
+  e.shape_tag = meta.shape_tag;
+  e.count = meta.count;
+  e.failed = failed;
+  add(e);
+  if (failed) flush();
+}
+
 void Timeline::note_algorithm(const char* chosen, const char* requested) {
   cur_.algorithm = chosen;
   cur_.requested = requested;

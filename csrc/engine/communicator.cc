@@ -310,7 +310,7 @@ void Communicator::run_requests(Request* const* rs, size_t n, const CallKey* key
     for (size_t i = 0; i < n; ++i) {
       const Request& r = *rs[i];
       if (r.external) {
-        r.external->run(ExternalRun{deadline_after(r.timeout_s), nullptr});
+        r.external->run(ExternalRun{deadline_after(r.timeout_s), nullptr, nullptr});
         continue;
       }
       const auto kind = r.desc.kind;

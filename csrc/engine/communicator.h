@@ -76,6 +76,8 @@ class Communicator {
   int num_hosts() const { return num_hosts_; }
   // The port rank 0 listens on (useful when it was asked for port 0).
   int root_port() const { return root_port_; }
+  // The deadline a call with timeout_s <= 0 gets (init's timeout, else PYTFCOMM_TIMEOUT).
+  double default_timeout_s() const { return timeout_s_; }
   std::string host_of(int rank) const;
   // Topology, for backends that build their own groups (gpu/clique.cc).
   const algorithms::Group& local_group() const { return local_; }

@@ -111,7 +111,9 @@ void Communicator::execute(Request& r, const Decision& d) {
         timeline_->note_algorithm(r.external->algorithm(),
                                   algorithm_name(static_cast<Algorithm>(r.desc.algorithm)));
       }
-      r.external->run(ExternalRun{deadline_after(r.timeout_s), timeline_.get()});
+      transport_->set_context(context_);
+      r.external->run(ExternalRun{deadline_after(r.timeout_s), timeline_.get(),
+                                  [this] { transport_->keep_alive(); }});
     } else {
       run_algorithm(r, meta);
     }

@@ -7,6 +7,8 @@
 // an algorithm over the transport.
 #pragma once
 
+#include <functional>
+
 #include "algorithms/collective.h"
 #include "common/clock.h"
 
@@ -15,6 +17,11 @@ namespace pytfcomm {
 struct ExternalRun {
   TimePoint deadline;                    // starts when every rank is here, as for CPU data
   algorithms::Tracer* tracer = nullptr;  // the timeline's phases; null when it is off
+  // Call every millisecond or so while waiting: it sends this rank's
+  // heartbeats (peers would otherwise think it silent) and takes in what
+  // peers sent, throwing kPeerLost (or their abort's kind) when one is
+  // gone or gave up. Empty when there is nobody to watch.
+  std::function<void()> keep_alive;
 };
 
 class ExternalCollective {

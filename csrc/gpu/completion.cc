@@ -16,16 +16,20 @@ std::string timeout_text(const char* what) {
 
 }  // namespace
 
-void wait_member(const Member& m, Clique* clique, TimePoint deadline, const char* what) {
+void wait_member(const Member& m, Clique* clique, TimePoint deadline, const char* what,
+                 const std::function<void()>& keep_alive) {
   const CudaDriver& d = driver();
   ScopedContext scope(m.ctx);
   Event done;
   done.record(m.stream);
   const TimePoint start = Clock::now();
+  TimePoint next_beat = start;
   for (;;) {
     CUresult q = d.cuEventQuery(done.get());
     if (q == CUDA_SUCCESS) return;
     if (q != CUDA_ERROR_NOT_READY) {
+      // NCCL's own error, when it has one, says more (a lost peer).
+      if (clique) clique->poll_errors(what);
       std::string msg = str_cat("CUDA failed during ", what, ": ", cu_error_text(q));
       if (clique) clique->abort_nccl(msg);
       PTC_THROW(kInternal, msg);
@@ -35,6 +39,16 @@ void wait_member(const Member& m, Clique* clique, TimePoint deadline, const char
     if (Clock::now() >= deadline) {
       if (clique) clique->abort_nccl(str_cat("timed out in ", what));
       PTC_THROW(kTimeout, timeout_text(what));
+    }
+    // A peer that gave up (its NCCL failed) says so over the host transport.
+    if (keep_alive && Clock::now() >= next_beat) {
+      next_beat = Clock::now() + std::chrono::milliseconds(1);
+      try {
+        keep_alive();
+      } catch (const std::exception& e) {
+        if (clique) clique->abort_nccl(e.what());
+        throw;
+      }
     }
     poll_pause(start);
   }
@@ -84,6 +98,7 @@ void complete_after(Member& m, const std::shared_ptr<Clique>& clique, TimePoint 
         return false;
       }
       if (r != CUDA_SUCCESS) {
+        if (clique) clique->check(what);  // NCCL's own error says more
         std::string msg = str_cat("CUDA failed during ", what, ": ", cu_error_text(r));
         if (clique) clique->fail(msg);
         report(error_ptr(ErrorKind::kInternal, msg));

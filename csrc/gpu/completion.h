@@ -4,6 +4,7 @@
 // deadline NCCL is aborted.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "common/clock.h"
@@ -15,8 +16,10 @@ namespace pytfcomm::gpu {
 // Returns once everything enqueued so far on m.stream has run; kTimeout at
 // `deadline`, the NCCL error, or kInternal for a CUDA failure (NCCL is then
 // aborted, the Communicator is left to the caller: this may run on the
-// thread that drives the engine). `clique` may be null (no NCCL to watch).
-void wait_member(const Member& m, Clique* clique, TimePoint deadline, const char* what);
+// thread that drives the engine). `clique` may be null (no NCCL to watch);
+// `keep_alive`, when set, runs every millisecond (engine/external.h).
+void wait_member(const Member& m, Clique* clique, TimePoint deadline, const char* what,
+                 const std::function<void()>& keep_alive = nullptr);
 
 // Hands m.done to the poller (gpu/event_poller.h): done(null) once
 // everything enqueued so far on m.stream has run; done(error) on an NCCL

@@ -31,7 +31,9 @@ class NcclRun final : public ExternalCollective {
     launch.end();
     if (how_ == Completion::kWait) {
       Phase wait(r.tracer, "gpu_wait");
-      for (const Member& m : g_.members) wait_member(m, clique_.get(), r.deadline, what);
+      for (const Member& m : g_.members) {
+        wait_member(m, clique_.get(), r.deadline, what, r.keep_alive);
+      }
     } else {
       for (Member& m : g_.members) complete_after(m, clique_, r.deadline, what);
     }
@@ -85,7 +87,7 @@ void run_direct(Communicator* comm, Group& g, NcclRun& body, uint32_t digest, Ti
   const int64_t t0 = tl ? Timeline::now_ns() : 0;
   bool failed = true;
   try {
-    body.run(ExternalRun{deadline, nullptr});
+    body.run(ExternalRun{deadline, nullptr, nullptr});
     failed = false;
   } catch (...) {
     if (!tl) throw;
@@ -117,7 +119,8 @@ void agree(Communicator& comm, uint32_t digest, TimePoint deadline) {
 }  // namespace
 
 TimePoint deadline_of(const StreamCall& c) {
-  return deadline_after(c.timeout_s > 0 ? c.timeout_s : params().timeout_s);
+  if (c.timeout_s > 0) return deadline_after(c.timeout_s);
+  return deadline_after(c.comm ? c.comm->default_timeout_s() : params().timeout_s);
 }
 
 Backend run_collective(Group& g, const std::shared_ptr<Clique>& clique, Completion how,
@@ -162,12 +165,16 @@ Backend run_collective(Group& g, const std::shared_ptr<Clique>& clique, Completi
                 e.what());
     }
   } catch (const std::exception& e) {
-    const auto* err = dynamic_cast<const Error*>(&e);
-    // Anything but a bad argument leaves the processes out of step: fail
-    // the backend on every rank (peers see the connections close).
-    if (!err || err->kind() != ErrorKind::kInvalidArgument) c.fail(e.what());
+    // Anything else leaves the processes out of step: fail the backend on
+    // every rank (peers see the connections close).
+    if (!keeps_ranks_in_step(e)) c.fail(e.what());
     throw;
   }
+}
+
+bool keeps_ranks_in_step(const std::exception& e) {
+  const auto* err = dynamic_cast<const Error*>(&e);
+  return err && (err->kind() == ErrorKind::kInvalidArgument || err->kind() == ErrorKind::kMismatch);
 }
 
 }  // namespace pytfcomm::gpu

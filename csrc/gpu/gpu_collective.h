@@ -26,13 +26,18 @@ enum class Completion {
   kWait,       // returns once the outputs are complete
 };
 
-// Runs `g` on `clique`; returns the transport it used. Throws (the
-// clique failed first, for anything but a bad argument: NCCL aborted, the
-// Communicator closed).
+// Runs `g` on `clique`; returns the transport it used. Throws; unless
+// keeps_ranks_in_step(), the clique failed first (NCCL aborted, the
+// Communicator closed on every rank).
 Backend run_collective(Group& g, const std::shared_ptr<Clique>& clique, Completion how,
                        const std::function<void(TimePoint deadline)>& staged);
 
-// The deadline of a call: its timeout_s, else PYTFCOMM_TIMEOUT.
+// A bad argument, or ranks that disagree (found before any data moved):
+// the backend and the Communicator stay usable.
+bool keeps_ranks_in_step(const std::exception& e);
+
+// The deadline of a call: its timeout_s, else its communicator's default
+// (init's timeout), else PYTFCOMM_TIMEOUT.
 TimePoint deadline_of(const StreamCall& c);
 
 }  // namespace pytfcomm::gpu

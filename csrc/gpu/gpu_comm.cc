@@ -54,7 +54,8 @@ void GpuCommunicator::run(const Call& call, const DeviceBuffer& in, const Device
                                : "this communicator was closed after an earlier error: ",
               failure_, "; create a new one with pytfcomm.init()");
   }
-  PTC_CHECK_ARG(!comm_->closed(), "this communicator is closed; create a new one with init()");
+  if (comm_->closed())
+    PTC_THROW(kClosed, "this communicator is closed; create a new one with init()");
   Device& dev = clique_for(in.device).device(0);
   ScopedContext scope(dev.context());
   Group g;
@@ -63,6 +64,7 @@ void GpuCommunicator::run(const Call& call, const DeviceBuffer& in, const Device
   g.call.algorithm = call.algorithm;
   g.call.root = call.root;
   g.call.timeout_s = call.timeout_s;
+  g.call.comm = comm_;
   g.backend = call.backend;
   g.shape_tag = call.shape_tag;
   g.nccl_hierarchical =
@@ -81,8 +83,8 @@ void GpuCommunicator::run(const Call& call, const DeviceBuffer& in, const Device
       staged(*stager_, dev, deadline);
     });
   } catch (const std::exception& e) {
+    if (keeps_ranks_in_step(e)) throw;  // nothing moved
     const auto* err = dynamic_cast<const Error*>(&e);
-    if (err && err->kind() == ErrorKind::kInvalidArgument) throw;  // nothing moved yet
     // run_collective failed the clique: NCCL aborted, the communicator
     // closed on every rank. This object says why from now on.
     failure_ = str_cat(error_kind_name(err ? err->kind() : ErrorKind::kInternal), " error in ",

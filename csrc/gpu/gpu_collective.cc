@@ -159,7 +159,7 @@ Backend run_collective(Group& g, const std::shared_ptr<Clique>& clique, Completi
       return b;
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::kMismatch) throw;
-      PTC_THROW(kMismatch, "ranks ran different ", what,
+      PTC_THROW(kMismatch, "workers ran different ", what,
                 "s (operation, tensors, counts, dtypes, op, root, algorithm, transport, shape or "
                 "number of GPUs differ): ",
                 e.what());

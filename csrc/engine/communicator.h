@@ -76,8 +76,10 @@ class Communicator {
   int num_hosts() const { return num_hosts_; }
   // The port rank 0 listens on (useful when it was asked for port 0).
   int root_port() const { return root_port_; }
+  // The deadline a call with timeout_s <= 0 gets (init's timeout, else PYTFCOMM_TIMEOUT).
+  double default_timeout_s() const { return timeout_s_; }
   std::string host_of(int rank) const;
-  // Topology, for backends that build their own groups (gpu/nccl_comms.cc).
+  // Topology, for backends that build their own groups (gpu/clique.cc).
   const algorithms::Group& local_group() const { return local_; }
   const algorithms::Group& cross_group() const { return cross_; }  // empty unless uniform
   bool uniform_hosts() const { return uniform_hosts_; }
@@ -98,6 +100,9 @@ class Communicator {
                       double timeout_s, uint32_t shape_tag = 0, const CallKey* key = nullptr);
   void barrier(double timeout_s, const CallKey* key = nullptr);
 
+  // A request's `external` (engine/external.h) lets another backend move
+  // the data of a negotiated collective: make_request() with null buffers,
+  // set it, and run_requests().
   // Asynchronous: requests built by make_request(), submitted together
   // (consecutive calls of `stream`, a stream_id(); the engine numbers them).
   // The engine owns them from here on, calls each one's on_done (on the
@@ -178,6 +183,7 @@ class Communicator {
   // Data movement of one decided collective (execute.cc).
   void execute(Request& r, const Decision& d);
   void execute_eager(Request& r, const Decision& d);
+  void run_algorithm(Request& r, const transport::MessageMeta& meta);
   Algorithm resolve_allreduce(Algorithm asked, size_t bytes) const;
 
   // The background thread (background.cc).

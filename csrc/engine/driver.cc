@@ -86,6 +86,7 @@ void Communicator::expire() {
 
 bool Communicator::eager_input(const Request& r, size_t* data_bytes) const {
   *data_bytes = 0;
+  if (r.external) return false;  // its buffers are not host memory
   const size_t bytes = r.bytes();
   const auto alg = static_cast<Algorithm>(r.desc.algorithm);
   switch (r.desc.kind) {

@@ -1,6 +1,7 @@
 // Moving the data of one decided collective: within the round, from the
 // inputs every rank's record carried (small collectives every rank asked for
-// in the same round), or with the algorithms over the transport.
+// in the same round), with the algorithms over the transport, or by another
+// backend (engine/external.h: the GPU backend's NCCL).
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -9,6 +10,7 @@
 #include "common/param.h"
 #include "common/reduce.h"
 #include "engine/communicator.h"
+#include "engine/external.h"
 #include "observe/timeline.h"
 
 namespace pytfcomm {
@@ -99,54 +101,21 @@ void Communicator::execute(Request& r, const Decision& d) {
   context_.assign(name).append(" #").append(std::to_string(seq)).append(" (");
   context_.append(dtype_name(r.desc.dtype)).append(" x ").append(std::to_string(r.desc.count));
   context_.append(", '").append(r.label).append("')");
-  transport_->set_context(context_);
-  // The data moves once every rank is here: its deadline starts now.
-  transport_->set_deadline(deadline_after(r.timeout_s));
   inspector_->begin(meta, name, bytes, r.timeout_s, Clock::now());
   if (timeline_) timeline_->begin_collective(meta, name, bytes, r.submit_ns, start_ns);
-  algorithms::Context ctx{timeline_ ? timeline_->traced(*transport_) : *transport_, meta,
-                          workspace_, static_cast<size_t>(params().segment_bytes), timeline_.get()};
-  const size_t count = static_cast<size_t>(r.desc.count);
-  const DType dt = r.desc.dtype;
   try {
-    switch (r.desc.kind) {
-      case CollectiveKind::kAllreduce: {
-        const auto asked = static_cast<Algorithm>(r.desc.algorithm);
-        const Algorithm a = resolve_allreduce(asked, bytes);
-        last_algorithm_ = a;
-        PTC_LOG(kDebug, "allreduce of ", bytes, " bytes: ", algorithm_name(a),
-                asked == Algorithm::kAuto ? " (picked by auto)" : " (asked for)");
-        if (timeline_) timeline_->note_algorithm(algorithm_name(a), algorithm_name(asked));
-        switch (a) {
-          case Algorithm::kRecursiveDoubling:
-            algorithms::recursive_doubling_allreduce(ctx, world_,
-                                                     algorithms::Phase::kRecursiveDoubling, r.in,
-                                                     r.out, count, dt, r.desc.op, size_);
-            break;
-          case Algorithm::kHierarchical:
-            algorithms::hierarchical_allreduce(ctx, local_, cross_, r.in, r.out, count, dt,
-                                               r.desc.op, size_,
-                                               static_cast<size_t>(params().small_bytes));
-            break;
-          default:
-            algorithms::ring_allreduce(ctx, world_, algorithms::Phase::kRing, r.in, r.out, count,
-                                       dt, r.desc.op, size_);
-        }
-        break;
+    if (r.external) {
+      // Another backend moves the data (engine/external.h); like the
+      // transport's, its deadline starts now that every rank is here.
+      if (timeline_) {
+        timeline_->note_algorithm(r.external->algorithm(),
+                                  algorithm_name(static_cast<Algorithm>(r.desc.algorithm)));
       }
-      case CollectiveKind::kBroadcast:
-        algorithms::broadcast(ctx, world_, r.out, count, dt, r.desc.root);
-        break;
-      case CollectiveKind::kAllgather:
-        if (timeline_) timeline_->note_algorithm("ring", nullptr);
-        algorithms::allgather(ctx, world_, r.in, r.out, count, dt);
-        break;
-      case CollectiveKind::kReduceScatter:
-        if (timeline_) timeline_->note_algorithm("ring", nullptr);
-        algorithms::reduce_scatter(ctx, world_, r.in, r.out, count, dt, r.desc.op, size_);
-        break;
-      default:
-        break;
+      transport_->set_context(context_);
+      r.external->run(ExternalRun{deadline_after(r.timeout_s), timeline_.get(),
+                                  [this] { transport_->keep_alive(); }});
+    } else {
+      run_algorithm(r, meta);
     }
   } catch (...) {
     inspector_->end();
@@ -155,6 +124,55 @@ void Communicator::execute(Request& r, const Decision& d) {
   }
   inspector_->end();
   if (timeline_) timeline_->end_collective(false);
+}
+
+void Communicator::run_algorithm(Request& r, const transport::MessageMeta& meta) {
+  transport_->set_context(context_);
+  // The data moves once every rank is here: its deadline starts now.
+  transport_->set_deadline(deadline_after(r.timeout_s));
+  algorithms::Context ctx{timeline_ ? timeline_->traced(*transport_) : *transport_, meta,
+                          workspace_, static_cast<size_t>(params().segment_bytes), timeline_.get()};
+  const size_t count = static_cast<size_t>(r.desc.count);
+  const size_t bytes = r.bytes();
+  const DType dt = r.desc.dtype;
+  switch (r.desc.kind) {
+    case CollectiveKind::kAllreduce: {
+      const auto asked = static_cast<Algorithm>(r.desc.algorithm);
+      const Algorithm a = resolve_allreduce(asked, bytes);
+      last_algorithm_ = a;
+      PTC_LOG(kDebug, "allreduce of ", bytes, " bytes: ", algorithm_name(a),
+              asked == Algorithm::kAuto ? " (picked by auto)" : " (asked for)");
+      if (timeline_) timeline_->note_algorithm(algorithm_name(a), algorithm_name(asked));
+      switch (a) {
+        case Algorithm::kRecursiveDoubling:
+          algorithms::recursive_doubling_allreduce(ctx, world_,
+                                                   algorithms::Phase::kRecursiveDoubling, r.in,
+                                                   r.out, count, dt, r.desc.op, size_);
+          break;
+        case Algorithm::kHierarchical:
+          algorithms::hierarchical_allreduce(ctx, local_, cross_, r.in, r.out, count, dt, r.desc.op,
+                                             size_, static_cast<size_t>(params().small_bytes));
+          break;
+        default:
+          algorithms::ring_allreduce(ctx, world_, algorithms::Phase::kRing, r.in, r.out, count, dt,
+                                     r.desc.op, size_);
+      }
+      break;
+    }
+    case CollectiveKind::kBroadcast:
+      algorithms::broadcast(ctx, world_, r.out, count, dt, r.desc.root);
+      break;
+    case CollectiveKind::kAllgather:
+      if (timeline_) timeline_->note_algorithm("ring", nullptr);
+      algorithms::allgather(ctx, world_, r.in, r.out, count, dt);
+      break;
+    case CollectiveKind::kReduceScatter:
+      if (timeline_) timeline_->note_algorithm("ring", nullptr);
+      algorithms::reduce_scatter(ctx, world_, r.in, r.out, count, dt, r.desc.op, size_);
+      break;
+    default:
+      break;
+  }
 }
 
 }  // namespace pytfcomm

@@ -19,6 +19,8 @@
 
 namespace pytfcomm {
 
+class ExternalCollective;  // engine/external.h
+
 // Which call a collective is: the n-th (`seq`) collective of a `stream`
 // (a hash of the calling thread's name, of a TF op's instance key, or of a
 // name the caller gave). Ranks pair up requests with equal keys.
@@ -57,6 +59,9 @@ class Request {
   std::string label;  // "allreduce #3 of thread 'MainThread'", for messages
   const void* in = nullptr;
   void* out = nullptr;
+  // Set: another backend moves the data (engine/external.h); `in` and `out`
+  // are then unused and nothing of the data travels in the rounds.
+  ExternalCollective* external = nullptr;
   double timeout_s = 0;  // resolved (> 0)
   TimePoint deadline = TimePoint::max();
   int64_t submit_ns = 0;  // for the timeline

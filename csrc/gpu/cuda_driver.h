@@ -12,6 +12,8 @@
 
 #include <string>
 
+#include "gpu/check.h"  // PTC_CU_CHECK, for every call of the driver
+
 namespace pytfcomm::gpu {
 
 // Every driver entry point pytfcomm uses; the names are the exported
@@ -74,12 +76,3 @@ const CudaDriver& driver();
 std::string cu_error_text(CUresult r);
 
 }  // namespace pytfcomm::gpu
-
-// Check a driver call; failures are kInternal errors naming the call.
-#define PTC_CU_CHECK(call)                                            \
-  do {                                                                \
-    CUresult ptc_r_ = (call);                                         \
-    if (ptc_r_ != CUDA_SUCCESS)                                       \
-      PTC_THROW(kInternal, "CUDA call ", #call,                       \
-                " failed: ", ::pytfcomm::gpu::cu_error_text(ptc_r_)); \
-  } while (0)

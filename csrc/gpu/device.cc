@@ -103,17 +103,19 @@ void wait_event(CUevent event, TimePoint deadline, const char* what) {
     if (r != CUDA_ERROR_NOT_READY) {
       PTC_THROW(kInternal, "CUDA failed while waiting for ", what, ": ", cu_error_text(r));
     }
-    auto now = Clock::now();
-    if (now >= deadline) {
+    if (Clock::now() >= deadline) {
       PTC_THROW(kTimeout, "timed out waiting for the GPU (", what,
                 "); raise PYTFCOMM_TIMEOUT or timeout= if the GPU is just busy");
     }
-    // Spin for 100 us (most copies of a pipeline step end by then), then tick.
-    if (now - start < std::chrono::microseconds(100)) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    poll_pause(start);
+  }
+}
+
+void poll_pause(TimePoint since) {
+  if (Clock::now() - since < std::chrono::microseconds(100)) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 

@@ -63,6 +63,11 @@ class ScopedContext {
   CUcontext prev_ = nullptr;
 };
 
+// The cadence of every GPU poll (CUDA's blocking waits and NCCL have no
+// timeout): yields for 100 us after `since` (most copies and small
+// collectives end by then), then sleeps in 20 us ticks.
+void poll_pause(TimePoint since);
+
 // Poll until `event` has completed; kTimeout past `deadline` (`what` names
 // the step). Polls briefly, then sleeps in short ticks: CUDA's blocking
 // waits have no timeout.

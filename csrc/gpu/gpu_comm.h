@@ -1,14 +1,16 @@
-// Collectives on GPU memory for one pytfcomm communicator: NCCL when every
-// rank has it (or when asked), otherwise staged through pinned host memory
-// over the communicator's own TCP/shared-memory transport. The TCP
-// communicator bootstraps NCCL and, before each GPU collective, checks that
-// every rank called the same one (NCCL itself would hang or corrupt data).
+// Collectives on GPU memory (DLPack tensors) for one pytfcomm communicator,
+// synchronous like the NumPy API: the TF kernels' stream path plus a wait.
+// Each call is one member on pytfcomm's stream of the tensor's device, run
+// by gpu/gpu_collective.h (NCCL through the engine, or staged through
+// pinned host memory in a pipeline of chunks, gpu/staging.h), and returns
+// once the result is in place.
 //
 // Created by the bindings on the first GPU tensor a communicator sees; the
 // device it binds to is that tensor's.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,11 +19,12 @@
 #include "common/dtype.h"
 #include "engine/communicator.h"
 #include "gpu/gpu_params.h"
+#include "gpu/stream_collectives.h"
 
 namespace pytfcomm::gpu {
 
+class Clique;
 class Device;
-class NcclComms;
 class Stager;
 
 // A contiguous tensor in device memory (from DLPack).
@@ -59,21 +62,25 @@ class GpuCommunicator {
   void close();
 
  private:
-  template <typename Body>
-  void run(const char* name, int kind, const DeviceBuffer& in, ReduceOp op, int root, int algorithm,
-           Backend backend, double timeout_s, uint32_t shape_tag, Body body);
-  Device& device_for(int ordinal);
-  Backend resolve(Backend requested, TimePoint deadline);
-  void verify(uint32_t digest, TimePoint deadline);
+  struct Call {
+    StreamOp op;
+    ReduceOp reduce = ReduceOp::kSum;
+    Algorithm algorithm = Algorithm::kAuto;
+    int root = 0;
+    Backend backend;
+    double timeout_s;
+    uint32_t shape_tag;
+  };
+  // The staged body: the stager, the device, the deadline.
+  using Staged = std::function<void(Stager&, Device&, TimePoint)>;
+  void run(const Call& call, const DeviceBuffer& in, const DeviceBuffer& out, const Staged& staged);
+  Clique& clique_for(int ordinal);
 
   std::shared_ptr<Communicator> comm_;
   mutable std::mutex mu_;
-  std::unique_ptr<Device> device_;
-  std::unique_ptr<NcclComms> nccl_;
+  std::shared_ptr<Clique> clique_;  // the device and NCCL
   std::unique_ptr<Stager> stager_;
-  int nccl_everywhere_ = -1;  // -1: not asked yet; 0/1 once every rank said
-  std::string nccl_missing_;  // which ranks lack NCCL, and why this one does
-  std::string failure_;       // why this object was closed by an error
+  std::string failure_;  // why this object was closed by an error
   bool closed_ = false;
   Backend last_ = Backend::kAuto;
 };

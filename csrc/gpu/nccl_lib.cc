@@ -142,14 +142,4 @@ ncclRedOp_t nccl_op(ReduceOp op, DType t) {
   }
 }
 
-void throw_nccl_error(ncclResult_t r, const std::string& what) {
-  if (r == ncclRemoteError || r == ncclSystemError) PTC_THROW(kPeerLost, "NCCL: ", what);
-  if (r == ncclInvalidUsage || r == ncclInvalidArgument) {
-    PTC_THROW(kConfig, "NCCL: ", what,
-              "; if several ranks share one GPU, NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 "
-              "or PYTFCOMM_GPU_TRANSPORT=staged is needed");
-  }
-  PTC_THROW(kInternal, "NCCL: ", what);
-}
-
 }  // namespace pytfcomm::gpu

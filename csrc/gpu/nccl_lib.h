@@ -68,10 +68,6 @@ ncclDataType_t nccl_type(DType t);
 // bytes: any (sum, max) is a max, all (prod, min) a min.
 ncclRedOp_t nccl_op(ReduceOp op, DType t);
 
-// Throws the error kind an NCCL failure means, "NCCL: <what>": a remote or
-// system error is a lost peer (or network); invalid usage or argument is a
-// configuration error (a GPU shared by ranks without NCCL >= 2.30's
-// multi-rank support looks like that); the rest are internal.
-[[noreturn]] void throw_nccl_error(ncclResult_t r, const std::string& what);
+// Errors: gpu/check.h (throw_nccl_error, PTC_NCCL_CHECK).
 
 }  // namespace pytfcomm::gpu

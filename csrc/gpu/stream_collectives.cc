@@ -6,25 +6,21 @@
 #include <mutex>
 #include <tuple>
 
-#include "common/digest.h"
 #include "common/error.h"
 #include "common/param.h"
 #include "gpu/clique.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/device.h"
 #include "gpu/event_poller.h"
-#include "gpu/gpu_params.h"
-#include "gpu/stream_group.h"
+#include "gpu/gpu_call.h"
+#include "gpu/gpu_collective.h"
+#include "gpu/stream_staged.h"
 #include "local/executor.h"
 
 namespace pytfcomm::gpu {
 namespace {
 
 using GroupKey = std::tuple<int64_t, int64_t, uint64_t>;  // handle, group key, sequence
-
-TimePoint deadline_of(const StreamCall& c) {
-  return deadline_after(c.timeout_s > 0 ? c.timeout_s : params().timeout_s);
-}
 
 // The stream's context and device. TF's streams live in each device's
 // primary context, the one pytfcomm's Device uses too.
@@ -38,77 +34,19 @@ void bind_stream(Member& m, void* stream) {
   m.device = static_cast<int>(dev);  // device handles are ordinals
 }
 
-// FNV-1a over what every process must agree on.
-uint32_t digest(const Group& g) {
-  FieldDigest32 d;
-  d.mix(static_cast<uint64_t>(g.call.op));
-  d.mix(static_cast<uint64_t>(g.call.reduce));
-  d.mix(static_cast<uint64_t>(g.call.root));
-  d.mix(g.members.size());
-  for (const StreamTensor& t : g.members[0].tensors)
-    d.mix(t.count).mix(static_cast<uint64_t>(t.dtype));
-  return d.nonzero();
-}
-
-void check_members(const Group& g) {
-  const auto& first = g.members[0].tensors;
-  for (size_t i = 1; i < g.members.size(); ++i) {
-    const auto& ts = g.members[i].tensors;
-    bool same = ts.size() == first.size();
-    for (size_t j = 0; same && j < ts.size(); ++j) {
-      same = ts[j].count == first[j].count && ts[j].dtype == first[j].dtype;
-    }
-    PTC_CHECK_ARG(same, "the ", op_label(g.call.op), " on GPU ", g.members[i].device,
-                  " (group member ", i, ") has other tensors than member 0 on GPU ",
-                  g.members[0].device, "; every replica must pass the same shapes and dtypes");
-  }
-}
-
-void verify(const Group& g, Communicator& c, TimePoint deadline) {
-  // One byte over the host transport whose frame metadata carries the
-  // digest: processes that disagree fail here, not inside NCCL.
-  uint8_t b = 0;
-  try {
-    c.allreduce(&b, &b, 1, DType::kUInt8, ReduceOp::kMax, Algorithm::kAuto, seconds_left(deadline),
-                digest(g));
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kMismatch) throw;
-    PTC_THROW(kMismatch, "workers ran different ", op_label(g.call.op),
-              "s (tensor count, shapes, dtypes, op, root or number of GPUs differ): ", e.what());
-  }
-}
-
 // On the executor thread of the group's communicator.
 void run(Group& g) {
   std::shared_ptr<Clique> clique;
   try {
-    check_members(g);
-    const TimePoint deadline = deadline_of(g.call);
     std::vector<int> devices;
     for (const Member& m : g.members) devices.push_back(m.device);
-    clique = find_clique(g.call.comm ? g.call.comm_handle : 0, g.call.comm, devices, deadline);
-    clique->check(op_label(g.call.op));
-    if (clique->processes() > 1 && gpu_params().verify) verify(g, *clique->comm(), deadline);
-    if (clique->has_nccl()) {
-      run_nccl(g, clique, deadline);
-    } else {
-      run_staged(g, clique, deadline);
-    }
+    clique = find_clique(g.call.comm ? g.call.comm_handle : 0, g.call.comm, devices);
+    run_collective(g, clique, Completion::kCallbacks,
+                   [&](TimePoint deadline) { run_staged(g, clique, deadline); });
   } catch (...) {
+    // run_collective failed the clique already (unless the arguments were
+    // bad); the members that were not handed on hear it now.
     std::exception_ptr e = std::current_exception();
-    bool bad_argument = false;
-    std::string why = "unknown error";
-    try {
-      std::rethrow_exception(e);
-    } catch (const Error& err) {
-      bad_argument = err.kind() == ErrorKind::kInvalidArgument;
-      why = err.what();
-    } catch (const std::exception& err) {
-      why = err.what();
-    } catch (...) {
-    }
-    // Anything but a bad argument leaves the processes out of step.
-    if (clique && !bad_argument) clique->fail(why);
     for (Member& m : g.members) finish(m, e);
   }
 }
@@ -147,7 +85,7 @@ void arrive(Member m, const StreamCall& call) {
       slot = std::make_shared<Group>();
       slot->call = call;
       slot->members.resize(static_cast<size_t>(call.group_size));
-      slot->deadline = deadline_of(call);
+      slot->deadline = deadline_of(call);  // gpu/gpu_collective.h
       fresh = true;
     }
     g = slot;

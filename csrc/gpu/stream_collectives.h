@@ -11,9 +11,11 @@
 //      rendezvous; the last to arrive hands the group to the communicator's
 //      executor thread (one FIFO per communicator: the order this process
 //      issues collectives in, which every process shares);
-//   2. that thread launches one NCCL group call over the group's clique
-//      (gpu/clique.h) on every member's stream (plus the mean's division),
-//      and records a CUDA event on each stream;
+//   2. that thread hands it to the engine as a collective of its own
+//      (gpu/gpu_collective.h: negotiated, ordered, timed and traced like a
+//      CPU one); at its turn one NCCL group call over the group's clique
+//      (gpu/clique.h) is enqueued on every member's stream (plus the mean's
+//      division), and a CUDA event recorded on each stream;
 //   3. the poller (gpu/event_poller.h) calls each member's done() when its
 //      event completes, or with the error when NCCL fails or the deadline
 //      passes (NCCL is then aborted and the communicator closed).
@@ -33,7 +35,13 @@
 
 namespace pytfcomm::gpu {
 
-enum class StreamOp : uint8_t { kAllReduce = 0, kBroadcast = 1, kAllGather = 2 };
+// kReduceScatter: the DLPack path's (gpu/gpu_comm.h); the TF kernels have none.
+enum class StreamOp : uint8_t {
+  kAllReduce = 0,
+  kBroadcast = 1,
+  kAllGather = 2,
+  kReduceScatter = 3
+};
 
 // One tensor of a member, in device memory of the stream's GPU.
 struct StreamTensor {

@@ -144,26 +144,48 @@ transport::Transport& Timeline::traced(transport::Transport& inner) {
   return *traced_;
 }
 
+namespace {
+// A collective's event as far as its metadata says (times and lane apart).
+TraceEvent collective_event(const transport::MessageMeta& meta, const char* name, size_t bytes) {
+  TraceEvent e{};
+  e.name = name;
+  e.cat = "collective";
+  e.seq = meta.seq;
+  e.bytes = bytes;
+  e.dtype = meta.dtype;
+  e.op = meta.op;
+  e.root =
+      meta.kind == static_cast<uint8_t>(algorithms::CollectiveKind::kBroadcast) ? meta.root : -1;
+  e.shape_tag = meta.shape_tag;
+  e.count = meta.count;
+  return e;
+}
+}  // namespace
+
 void Timeline::begin_collective(const transport::MessageMeta& meta, const char* name, size_t bytes,
                                 int64_t submit_ns, int64_t locked_ns) {
-  cur_ = TraceEvent{};
-  cur_.name = name;
-  cur_.cat = "collective";
+  cur_ = collective_event(meta, name, bytes);
   cur_.queue_ns = locked_ns - submit_ns;
   cur_.ts_ns = submit_ns;  // the span covers the queue too; "queue" is its first phase
   cur_.tid = this_lane();
-  cur_.seq = meta.seq;
-  cur_.bytes = bytes;
-  cur_.dtype = meta.dtype;
-  cur_.op = meta.op;
-  cur_.root =
-      meta.kind == static_cast<uint8_t>(algorithms::CollectiveKind::kBroadcast) ? meta.root : -1;
-  cur_.shape_tag = meta.shape_tag;
-  cur_.count = meta.count;
   depth_ = 0;
   // From the call until every rank had asked for it and the data could move
   // (docs/negotiation.md): waiting for the others, and the rounds.
   add(TraceEvent{"negotiate", "phase", submit_ns, cur_.queue_ns, cur_.tid, meta.seq});
+}
+
+void Timeline::add_collective(const transport::MessageMeta& meta, const char* name,
+                              const char* algorithm, const char* requested, size_t bytes,
+                              int64_t t0, int64_t t1, bool failed) {
+  TraceEvent e = collective_event(meta, name, bytes);
+  e.ts_ns = t0;
+  e.dur_ns = t1 - t0;
+  e.tid = this_lane();
+  e.algorithm = algorithm;
+  e.requested = requested;
+  e.failed = failed;
+  add(e);
+  if (failed) flush();
 }
 
 void Timeline::note_algorithm(const char* chosen, const char* requested) {

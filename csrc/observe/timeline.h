@@ -67,6 +67,11 @@ class Timeline : public algorithms::Tracer {
   void note_algorithm(const char* chosen, const char* requested);
   void end_collective(bool failed);
 
+  // A collective that ran outside the engine's turn (the GPU backend with
+  // PYTFCOMM_GPU_VERIFY=0 runs NCCL directly): one event, no phases. Any thread.
+  void add_collective(const transport::MessageMeta& meta, const char* name, const char* algorithm,
+                      const char* requested, size_t bytes, int64_t t0, int64_t t1, bool failed);
+
   void phase_begin(const char* name, int peer) override;
   void phase_end() override;
   void add_wait(const char* name, int peer, uint64_t bytes, int64_t t0, int64_t t1);

@@ -1,0 +1,68 @@
+// One NCCL communicator as this process holds it: the ranks [first_rank,
+// first_rank + contexts.size()) of an `nranks`-rank NCCL communicator, one
+// per local GPU. The only owner of ncclComm_t in pytfcomm, and so the one
+// place for their set-up, settling, error checks, abort and release.
+//
+// Communicators are non-blocking (ncclConfig_t.blocking = 0) because NCCL
+// has no timeout: nothing waits inside NCCL, a call that returns
+// ncclInProgress is polled (settled) against pytfcomm's deadline, and any
+// thread may abort() them (the poller at a deadline). A mutex covers each
+// NCCL call, never a wait, so an abort cannot free a communicator under a
+// launch.
+#pragma once
+
+#include <cuda.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+
+namespace pytfcomm::gpu {
+
+class NcclClique {
+ public:
+  // Collective across all `nranks` ranks (other processes too): each
+  // process constructs its own ranks with the same `id`. `name` ("world",
+  // "within the host", ...) is for messages. Throws after releasing
+  // whatever was created.
+  NcclClique(const ncclUniqueId& id, int nranks, int first_rank,
+             const std::vector<CUcontext>& contexts, const char* name, TimePoint deadline);
+  ~NcclClique();  // finalize (bounded) and destroy; after an abort, nothing
+  NcclClique(const NcclClique&) = delete;
+  NcclClique& operator=(const NcclClique&) = delete;
+
+  int members() const { return static_cast<int>(comms_.size()); }
+  const char* name() const { return name_; }
+
+  // Runs enqueue(comms) between ncclGroupStart and ncclGroupEnd (it returns
+  // the first failing result), then polls until NCCL accepted every call.
+  // Nothing waits for the GPU. Throws on any NCCL error, after abort().
+  void launch(const char* what, const std::function<ncclResult_t(const ncclComm_t*)>& enqueue,
+              TimePoint deadline);
+
+  // Throws (after abort()) when NCCL reported an asynchronous error (a peer
+  // died, a connection broke); kClosed once aborted. Cheap.
+  void check(const char* what);
+
+  // Aborts every communicator and remembers `why`. Never throws; idempotent.
+  void abort(const std::string& why) noexcept;
+  bool aborted() const { return aborted_.load(); }
+
+ private:
+  void settle(size_t i, ncclResult_t r, const char* what, TimePoint deadline);
+  [[noreturn]] void raise(size_t i, ncclResult_t r, const char* what);
+  void abort_locked(const std::string& why) noexcept;
+
+  const char* name_;
+  std::vector<ncclComm_t> comms_;
+  std::mutex mu_;  // held for each NCCL call
+  std::atomic<bool> aborted_{false};
+  std::string why_;  // written once, before aborted_ is set
+};
+
+}  // namespace pytfcomm::gpu

@@ -40,7 +40,9 @@ const Loaded& load() {
     PTC_CUDA_DRIVER_FUNCS(PTC_RESOLVE)
 #undef PTC_RESOLVE
     char path[4096] = {0};
-    if (dlinfo(h, RTLD_DI_ORIGIN, path) == 0) {
+    if (name.find('/') != std::string::npos) {
+      l->api.path = name;  // already a path (PYTFCOMM_CUDA_DRIVER=/x/libcuda.so.1)
+    } else if (dlinfo(h, RTLD_DI_ORIGIN, path) == 0) {
       l->api.path = str_cat(path, "/", name);
     } else {
       l->api.path = name;

@@ -39,15 +39,7 @@ Clique& GpuCommunicator::clique_for(int ordinal) {
   return *clique_;
 }
 
-uintptr_t GpuCommunicator::stream(int device) {
-  std::lock_guard<std::mutex> lock(mu_);
-  PTC_CHECK_ARG(!closed_, "this communicator is closed");
-  return reinterpret_cast<uintptr_t>(clique_for(device).device(0).stream());
-}
-
-void GpuCommunicator::run(const Call& call, const DeviceBuffer& in, const DeviceBuffer& out,
-                          const Staged& staged) {
-  std::lock_guard<std::mutex> lock(mu_);
+void GpuCommunicator::check_open() const {
   if (closed_) {
     PTC_THROW(kClosed,
               failure_.empty() ? "this communicator is closed"
@@ -56,6 +48,18 @@ void GpuCommunicator::run(const Call& call, const DeviceBuffer& in, const Device
   }
   if (comm_->closed())
     PTC_THROW(kClosed, "this communicator is closed; create a new one with init()");
+}
+
+uintptr_t GpuCommunicator::stream(int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  check_open();
+  return reinterpret_cast<uintptr_t>(clique_for(device).device(0).stream());
+}
+
+void GpuCommunicator::run(const Call& call, const DeviceBuffer& in, const DeviceBuffer& out,
+                          const Staged& staged) {
+  std::lock_guard<std::mutex> lock(mu_);
+  check_open();
   Device& dev = clique_for(in.device).device(0);
   ScopedContext scope(dev.context());
   Group g;

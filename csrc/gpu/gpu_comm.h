@@ -75,6 +75,8 @@ class GpuCommunicator {
   using Staged = std::function<void(Stager&, Device&, TimePoint)>;
   void run(const Call& call, const DeviceBuffer& in, const DeviceBuffer& out, const Staged& staged);
   Clique& clique_for(int ordinal);
+  // Throws kClosed (CommClosedError) once closed, naming an earlier failure.
+  void check_open() const;
 
   std::shared_ptr<Communicator> comm_;
   mutable std::mutex mu_;

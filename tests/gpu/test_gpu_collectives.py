@@ -187,13 +187,6 @@ def test_nccl_async_error_fails_every_rank(gpu_env: GpuEnv, where: str) -> None:
         assert "closed" in res["after"] and res["after_took"] < 2, (r, res)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pytfcomm bug: NcclComms::wait (csrc/gpu/nccl_comms.cc:160) checks the stream's "
-    "CUDA error before ncclCommGetAsyncError, so NCCL's ncclSystemError surfaces as "
-    "CommError 'CUDA failed during NCCL allreduce: ... unspecified launch failure' instead "
-    "of PeerLostError (nccl_lib.cc throw_nccl_error)",
-)
 def test_nccl_async_error_is_a_lost_peer(gpu_env: GpuEnv) -> None:
     out = _async_error(gpu_env, "2")
     for r, res in enumerate(out):
@@ -201,12 +194,6 @@ def test_nccl_async_error_is_a_lost_peer(gpu_env: GpuEnv) -> None:
         assert "system error" in res["outcome"], (r, res)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pytfcomm bug: a GPU call on a communicator closed by an earlier failure raises "
-    "InvalidArgumentError 'this communicator is closed' (csrc/gpu/gpu_comm.cc:57, "
-    "PTC_CHECK_ARG) instead of CommClosedError",
-)
 def test_gpu_call_after_a_failure_is_comm_closed(gpu_env: GpuEnv) -> None:
     out = _async_error(gpu_env, "2")
     for r, res in enumerate(out):
@@ -228,3 +215,30 @@ def test_staged_copy_error_fails_every_rank(gpu_env: GpuEnv) -> None:
     for r in (1, 2):
         assert out[r]["outcome"].startswith(("PeerLostError", "CommClosedError")), out[r]
         assert "rank 0" in out[r]["outcome"], out[r]
+
+
+def test_info_names_the_driver_it_loaded(gpu_env: GpuEnv) -> None:
+    """`python -m pytfcomm info`'s GPU section reports the driver file it loaded (a
+    PYTFCOMM_CUDA_DRIVER path as given, not prefixed again) and the GPUs it sees."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    _stand_in_only(gpu_env, "PYTFCOMM_CUDA_DRIVER")
+    code = (
+        "import json, pytfcomm._core as c; from pytfcomm._dlpack import nccl_candidates;"
+        "print(json.dumps(c.gpu_info(nccl_candidates())))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **gpu_env.env},
+        cwd=os.path.dirname(gpu_env.env["PYTFCOMM_CUDA_DRIVER"]),
+    )
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["cuda_driver"] == gpu_env.env["PYTFCOMM_CUDA_DRIVER"], info
+    assert info["gpus"] == 2 and info["nccl"] == gpu_env.env["PYTFCOMM_NCCL_LIBRARY"], info

@@ -1,72 +1,33 @@
 """A GPU all-reduce in PYTFCOMM_TIMELINE, like a CPU one (docs/timeline.md, docs/gpu.md).
 
 Runs pytfcomm's CUDA build on the CPU stand-ins for libcuda.so.1 and
-libnccl.so.2 with fake_cuda tensors. Needs: a CUDA build of the core
-(PYTFCOMM_STANDIN_CORE_BUILD, else build/cuda) and the stand-ins: built
-libraries in PYTFCOMM_STANDIN_BUILD, else built here from their sources
-(PYTFCOMM_STANDIN_SRC, else tests/gpu/standin, which also holds fake_cuda.py).
-Skipped, with the reason, when any is missing.
+libnccl.so.2 with fake_cuda tensors; both are built once per session
+(tests/conftest.py), and skipped with the reason when nvcc or nccl.h is missing.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-STANDIN_SRC = Path(os.environ.get("PYTFCOMM_STANDIN_SRC", HERE / "standin"))
-NCCL_INC = Path("/work/main/.venv/lib/python3.11/site-packages/nvidia/nccl/include")
-
-
-def _nccl_include() -> Path | None:
-    try:
-        import nvidia.nccl  # type: ignore[import-not-found]
-
-        for root in nvidia.nccl.__path__:
-            if (Path(root) / "include" / "nccl.h").is_file():
-                return Path(root) / "include"
-    except ImportError:
-        pass
-    return NCCL_INC if (NCCL_INC / "nccl.h").is_file() else None
+STANDIN_SRC = HERE / "standin"
 
 
 @pytest.fixture(scope="module")
-def standin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory holding the stand-ins' libcuda.so.1 and libnccl.so.2."""
-    if not (STANDIN_SRC / "fake_cuda.py").is_file():
-        pytest.skip(f"no GPU stand-in (fake_cuda.py) in {STANDIN_SRC}")
-    given = os.environ.get("PYTFCOMM_STANDIN_BUILD")
-    if given:
-        return Path(given)
-    inc = _nccl_include()
-    if not (STANDIN_SRC / "CMakeLists.txt").is_file() or inc is None:
-        pytest.skip("the stand-ins' sources or nccl.h are missing")
-    build = tmp_path_factory.mktemp("standin")
-    cfg = ["cmake", "-S", str(STANDIN_SRC), "-B", str(build), f"-DNCCL_INCLUDE_DIR={inc}"]
-    subprocess.run(cfg, check=True, capture_output=True, timeout=120)
-    r = subprocess.run(
-        ["cmake", "--build", str(build), "-j2"], capture_output=True, text=True, timeout=600
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    return build
+def standin(standin_libs: Path) -> Path:
+    """The session's stand-in build (tests/conftest.py): libcuda.so.1, libnccl.so.2."""
+    return standin_libs
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    build = Path(os.environ.get("PYTFCOMM_STANDIN_CORE_BUILD", REPO / "build" / "cuda"))
-    libs = [*build.glob("_core*.so"), build / "libpytfcomm_core.so"]
-    if len(libs) < 2 or not libs[-1].is_file():
-        pytest.skip(f"no CUDA build of _core in {build} (PYTFCOMM_STANDIN_CORE_BUILD)")
-    sys.path.insert(0, str(REPO / "tests"))
-    from test_cuda_build import make_package
-
-    return make_package(tmp_path_factory.mktemp("gpu-timeline-pkg"), libs)
+def package(cuda_package: Path) -> Path:
+    """The session's CUDA build of the core as a package (tests/conftest.py)."""
+    return cuda_package
 
 
 def _run(standin: Path, package: Path, tmp_path: Path, **extra: str) -> list[dict]:

@@ -81,7 +81,7 @@ def test_collectives_on_streams(stream_driver: Path, gpu_env: GpuEnv, transport:
         assert "OK missing group member times out" in o, o
         assert "28 done() calls, each exactly once" in o, o
         if transport == "nccl":
-            assert "clique for TF: 2 GPU(s) x 2 process(es)" in o, o
+            assert "communicator: 2 GPU(s) x 2 process(es)" in o, o
         else:
             assert "staged through host memory" in o, o
 

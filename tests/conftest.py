@@ -62,15 +62,31 @@ def standin_libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _gpu_builds.build_standin(tmp_path_factory.mktemp("standin-build"))
 
 
+# The session builds each fixture below needs, directly or through another
+# fixture (gpu_env asks for its builds with getfixturevalue, which pytest cannot
+# see when it collects, so it is named here).
+_BUILDS_OF = {
+    "cuda_configure": {"cuda_build"},
+    "cuda_build": {"cuda_build"},
+    "cuda_package": {"cuda_build"},
+    "standin_libs": {"standin_libs"},
+    "gpu_env": {"cuda_build", "standin_libs"},
+}
+
+
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The first test to need the session's CUDA build also pays for building it:
-    give that one test (only) the build's time on top of the usual limit."""
+    """The first test to need one of the session's builds also pays for building it:
+    give that test (only) each build's time on top of the usual limit."""
     seen: set[str] = set()
     for item in items:
-        needs = {"cuda_build", "standin_libs"} & set(getattr(item, "fixturenames", ()))
-        if needs - seen:
-            seen |= needs
+        needs: set[str] = set()
+        for name in getattr(item, "fixturenames", ()):
+            needs |= _BUILDS_OF.get(name, set())
+        new = needs - seen
+        if new:
+            seen |= new
             marker = item.get_closest_marker("timeout")
             base = marker.args[0] if marker and marker.args else config.getini("timeout")
-            item.add_marker(pytest.mark.timeout(float(base or 300) + _gpu_builds.BUILD_TIMEOUT))
+            extra = _gpu_builds.BUILD_TIMEOUT * len(new)
+            item.add_marker(pytest.mark.timeout(float(base or 300) + extra))

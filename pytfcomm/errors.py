@@ -5,8 +5,11 @@ inherits from the closest Python builtin, so ``except TimeoutError`` or
 ``except ValueError`` work as a user would expect. Messages name the rank and
 host involved, the collective (with its sequence number) and what to do.
 
-After a communication error (peer lost, timeout, mismatch) the communicator
-is closed on every rank: create a new one with :func:`pytfcomm.init`.
+A :class:`MismatchError` (ranks disagree on a collective before any of its
+data moved) and a :class:`CommTimeoutError` for a collective no other rank
+called leave the communicator usable, as in Horovod. After a lost or hung
+peer, a failed transfer or corrupt data the communicator is closed on every
+rank: create a new one with :func:`pytfcomm.init` (docs/errors.md).
 """
 
 from __future__ import annotations

@@ -79,6 +79,20 @@ void FusionQueue::flush() {
   cv_.notify_all();
 }
 
+namespace {
+
+bool is_mismatch(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return e.kind() == ErrorKind::kMismatch;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
 size_t FusionQueue::agree(size_t local, double timeout_s) {
   int64_t k = static_cast<int64_t>(local);
   comm_.allreduce(&k, &k, 1, DType::kInt64, ReduceOp::kMin, Algorithm::kAuto, timeout_s, kAgreeTag);
@@ -137,7 +151,15 @@ void FusionQueue::loop() {
     } catch (...) {
       error = std::current_exception();
     }
-    if (error) {
+    if (error && !batch.empty() && is_mismatch(error) && !comm_.closed()) {
+      // Ranks disagreed on the batch every rank agreed to take (the same k
+      // requests everywhere): every rank fails exactly those, and what is
+      // still queued stays in step for the next cycle (Horovod's contract:
+      // a mismatch leaves the communicator usable).
+      for (Entry& e : batch) {
+        if (!e.handle->done()) e.handle->finish(error);
+      }
+    } else if (error) {
       // A failed collective closed the communicator: nothing queued can run.
       if (!lock.owns_lock()) lock.lock();
       while (!queue_.empty()) {

@@ -62,7 +62,8 @@ def mismatch(rank: int, size: int, addr: str) -> dict:
             comm.allreduce(np.ones(1000 + (rank == 0), np.float32), timeout=20)
             return {"pid": os.getpid(), "type": None}
         except pytfcomm.CommError as exc:
-            return {"pid": os.getpid(), **_describe(exc)}
+            after = float(comm.allreduce(np.ones(4, np.float32))[0])  # still usable
+            return {"pid": os.getpid(), **_describe(exc), "after": after}
 
 
 def killed(rank: int, size: int, addr: str, pid_dir: str) -> dict:

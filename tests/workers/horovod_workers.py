@@ -292,3 +292,61 @@ def tape_and_optimizer(rank: int, size: int, addr: str, mode: str) -> dict:
     out["after_two"] = agg_w.numpy().tolist()
     hvd.shutdown()
     return out
+
+
+def keras_fit(rank: int, size: int, addr: str, outdir: str) -> dict:
+    """Keras 3 fit with Horovod's callbacks; then hvd.load_model of the best checkpoint."""
+    import keras
+    import tensorflow as tf
+
+    os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size), PYTFCOMM_ADDR=addr)
+    import pytfcomm.horovod.tensorflow.keras as hvd
+
+    hvd.init()
+    keras.utils.set_random_seed(rank)  # different initial weights: the broadcast must fix them
+    rng = np.random.default_rng(rank)
+    x = rng.normal(size=(64, 8)).astype(np.float32)
+    y = (x.sum(1) > 0).astype(np.int32)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4), keras.layers.Dense(2)])
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1, momentum=0.5))
+    model.compile(optimizer=opt, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    callbacks = [
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+        hvd.callbacks.MetricAverageCallback(),
+        hvd.callbacks.LearningRateWarmupCallback(initial_lr=0.1, warmup_epochs=2, verbose=1),
+    ]
+    best = f"{outdir}/best.keras"
+    if rank == 0:
+        callbacks.append(hvd.callbacks.BestModelCheckpoint(monitor="loss", filepath=best))
+    hist = model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=callbacks)
+    out: dict = {
+        "loss": hist.history["loss"],
+        "lr": hist.history["lr"],
+        "weights": [w.tolist() for w in model.get_weights()],
+        "opt_class": type(model.optimizer).__name__,
+    }
+    hist = model.fit(
+        x,
+        y,
+        batch_size=16,
+        epochs=2,
+        verbose=0,
+        callbacks=[hvd.callbacks.LearningRateScheduleCallback(initial_lr=0.1, multiplier=0.5)],
+    )
+    out["schedule_lr"] = hist.history["lr"]
+    tf.keras  # noqa: B018 - TF's lazy keras attribute must not break anything
+    hvd.callbacks.MetricAverageCallback()  # constructible more than once
+    from pytfcomm.horovod.tensorflow import broadcast_object
+
+    broadcast_object(None)  # rank 0 has written the checkpoint
+    loaded = hvd.load_model(best)
+    out["loaded_distributed"] = bool(getattr(type(loaded.optimizer), "_hvd_distributed", False))
+    out["loaded_iterations"] = int(loaded.optimizer.iterations.numpy())
+    loaded.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    out["loaded_weights"] = [w.tolist() for w in loaded.get_weights()]
+    try:
+        hvd.callbacks.BestModelCheckpoint().on_train_begin()
+    except ValueError as exc:
+        out["no_path"] = str(exc)
+    hvd.shutdown()
+    return out

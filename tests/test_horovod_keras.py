@@ -27,3 +27,13 @@ def test_fit_with_horovod_callbacks_and_load_model(ranks, tmp_path):
     for wa, wb in zip(a["loaded_weights"], b["loaded_weights"], strict=True):
         np.testing.assert_allclose(wa, wb, rtol=1e-6)
     assert "callback.filepath" in a["no_path"]
+
+
+def test_tf_keras_fit_with_horovod_callbacks(ranks):
+    pytest.importorskip("tf_keras")
+    a, b = ranks(2, "horovod_workers:tf_keras_fit", timeout=300, env={"TF_USE_LEGACY_KERAS": "1"})
+    assert a["module"].startswith("tf_keras") and a["callback_base"].startswith("tf_keras")
+    for wa, wb in zip(a["weights"], b["weights"], strict=True):
+        np.testing.assert_allclose(wa, wb, rtol=1e-6)
+    np.testing.assert_allclose(a["loss"], b["loss"], rtol=1e-6)
+    np.testing.assert_allclose(a["lr"], [0.075, 0.1], rtol=1e-5)

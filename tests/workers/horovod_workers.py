@@ -350,3 +350,41 @@ def keras_fit(rank: int, size: int, addr: str, outdir: str) -> dict:
         out["no_path"] = str(exc)
     hvd.shutdown()
     return out
+
+
+def tf_keras_fit(rank: int, size: int, addr: str) -> dict:
+    """tf-keras (TF_USE_LEGACY_KERAS=1): DistributedOptimizer and the callbacks in fit."""
+    os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size), PYTFCOMM_ADDR=addr)
+    import tf_keras
+
+    import pytfcomm.horovod.keras as hvd
+
+    hvd.init()
+    tf_keras.utils.set_random_seed(rank)
+    rng = np.random.default_rng(rank)
+    x = rng.normal(size=(32, 4)).astype(np.float32)
+    y = (x.sum(1) > 0).astype(np.int32)
+    model = tf_keras.Sequential([tf_keras.layers.Dense(2, input_shape=(4,))])
+    opt = hvd.DistributedOptimizer(tf_keras.optimizers.SGD(0.1))
+    model.compile(optimizer=opt, loss="sparse_categorical_crossentropy")
+    hist = model.fit(
+        x,
+        y,
+        batch_size=8,
+        epochs=2,
+        verbose=0,
+        callbacks=[
+            hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+            hvd.callbacks.MetricAverageCallback(),
+            hvd.callbacks.LearningRateWarmupCallback(initial_lr=0.1, warmup_epochs=2),
+        ],
+    )
+    out = {
+        "module": type(model).__module__,
+        "callback_base": hvd.callbacks.MetricAverageCallback.__mro__[1].__module__,
+        "loss": hist.history["loss"],
+        "lr": hist.history["lr"],
+        "weights": [w.tolist() for w in model.get_weights()],
+    }
+    hvd.shutdown()
+    return out

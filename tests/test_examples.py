@@ -63,3 +63,11 @@ def test_horovod_keras_mnist_example(tmp_path):
             text.index('"""', 3) :
         ]
     )
+
+
+def test_horovod_custom_loop_example(tmp_path):
+    out = _run_under_launcher(tmp_path, "horovod/tensorflow2_mnist.py", "200")
+    (loss,) = re.findall(r"final: loss ([\d.]+)", out)
+    assert float(loss) < 1.0, out[-3000:]
+    sums = re.findall(r"rank (\d) weights checksum (\S+)", out)
+    assert sorted(r for r, _ in sums) == ["0", "1"] and len({s for _, s in sums}) == 1, sums

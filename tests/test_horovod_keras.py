@@ -23,6 +23,7 @@ def test_fit_with_horovod_callbacks_and_load_model(ranks, tmp_path):
     np.testing.assert_allclose(a["schedule_lr"], [0.1, 0.05], rtol=1e-5)
     # Horovod keeps the optimizer's class name (so saved models load as the plain one).
     assert a["opt_class"] == "SGD"
+    assert a["callable_variables"]  # Horovod's opt.variables() works besides opt.variables
     assert a["loaded_distributed"] and a["loaded_iterations"] > 0
     for wa, wb in zip(a["loaded_weights"], b["loaded_weights"], strict=True):
         np.testing.assert_allclose(wa, wb, rtol=1e-6)

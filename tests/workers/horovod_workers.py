@@ -324,6 +324,7 @@ def keras_fit(rank: int, size: int, addr: str, outdir: str) -> dict:
         "lr": hist.history["lr"],
         "weights": [w.tolist() for w in model.get_weights()],
         "opt_class": type(model.optimizer).__name__,
+        "callable_variables": list(opt.variables()) == list(opt.variables) != [],
     }
     hist = model.fit(
         x,

@@ -112,6 +112,13 @@ class _Setup:
         self.counter: tf.Variable | None = None
 
 
+class _CallableList(list):
+    """A list that returns itself when called (Horovod's CallableList)."""
+
+    def __call__(self) -> list:
+        return self
+
+
 def _is_tf_keras(obj: Any) -> bool:
     return any(c.__module__.startswith("tf_keras") for c in type(obj).__mro__)
 
@@ -190,6 +197,10 @@ def _distributed_class(base: type, tf_keras: bool) -> type:
             return base.apply(self, _reduce(self, grads, variables), variables)
 
         body = {"apply": apply}
+        variables_property = getattr(base, "variables", None)
+        if isinstance(variables_property, property):
+            # Horovod (TF >= 2.12): opt.variables and opt.variables() both work.
+            body["variables"] = property(lambda self: _CallableList(variables_property.fget(self)))
     body["register_local_var"] = _register_local_var
     # Horovod keeps the class name, so a saved model names the plain optimizer
     # and hvd.load_model wraps it again.

@@ -65,3 +65,8 @@ def test_tape_and_optimizer_options(ranks, mode):
         assert o["after_one"] == [0.0]  # accumulated only
         # (0 + 2) / 2 on rank 0, (1 + 3) / 2 on rank 1, averaged: 1.5
         assert o["after_two"] == [-1.5]
+
+
+def test_init_shares_a_communicator_the_script_made(ranks):
+    for o in ranks(2, "horovod_workers:shares_pytfcomm_communicator", timeout=120):
+        assert o == {"same": True, "total": 3.0, "open_after": True, "numpy_after": 2.0}

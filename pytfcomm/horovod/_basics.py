@@ -60,6 +60,7 @@ Product = 5
 NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
 
 _comm: Any = None
+_owned = False  # whether init() made _comm (shutdown closes only those)
 _topology: dict[str, Any] = {}
 
 
@@ -188,13 +189,14 @@ def _compute_topology(comm: Any) -> dict[str, Any]:
 
 
 def init(comm: Any = None, process_sets: Any = None) -> None:
-    """Join the job (idempotent): :func:`pytfcomm.init` from the environment.
+    """Join the job (idempotent): :func:`pytfcomm.init` from the environment, or the
+    communicator an earlier ``pytfcomm.init()`` of this process made.
 
     ``comm`` (an mpi4py communicator or a list of ranks in Horovod) and
     non-global ``process_sets`` raise NotImplementedError: pytfcomm runs over
     every rank of the job that ``pytfcomm-run`` (or srun/mpirun/TF_CONFIG) set up.
     """
-    global _comm, _topology
+    global _comm, _owned, _topology
     if comm is not None:
         raise NotImplementedError(
             "hvd.init(comm=...): pytfcomm.horovod joins the job from its environment "
@@ -207,9 +209,15 @@ def init(comm: Any = None, process_sets: Any = None) -> None:
                 raise NotImplementedError(_PROCESS_SET_MSG)
     if _comm is not None and not _comm.closed:
         return
-    import pytfcomm
+    from .. import communicator as comm_module
 
-    _comm = pytfcomm.init()
+    existing = comm_module.default_communicator()
+    if existing is not None:
+        # The script joined the job with pytfcomm.init() already: a second
+        # rendezvous would fail; share that communicator (shutdown leaves it open).
+        _comm, _owned = existing, False
+    else:
+        _comm, _owned = comm_module.init(), True
     _topology = _compute_topology(_comm)
     try:
         from ..tf import collectives
@@ -219,7 +227,10 @@ def init(comm: Any = None, process_sets: Any = None) -> None:
 
 
 def shutdown() -> None:
-    """Leave the job: close the communicator (``init`` may be called again)."""
+    """Leave the job: close the communicator ``init`` made (``init`` may be called again).
+
+    A communicator the script made itself with :func:`pytfcomm.init` stays open.
+    """
     global _comm
     if _comm is None:
         return
@@ -231,7 +242,8 @@ def shutdown() -> None:
             collectives.set_default_communicator(None)
     except ImportError:
         pass
-    comm.close()
+    if _owned:
+        comm.close()
 
 
 def is_initialized() -> bool:

@@ -389,3 +389,20 @@ def tf_keras_fit(rank: int, size: int, addr: str) -> dict:
     }
     hvd.shutdown()
     return out
+
+
+def shares_pytfcomm_communicator(rank: int, size: int, addr: str) -> dict:
+    """hvd.init() after pytfcomm.init() uses that communicator; hvd.shutdown() leaves it open."""
+    import pytfcomm
+    import pytfcomm.horovod.tensorflow as hvd
+    from pytfcomm.horovod import _basics
+
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr)
+    hvd.init()
+    same = _basics.communicator() is comm
+    total = float(hvd.allreduce(np.float32(rank + 1), op=hvd.Sum))
+    hvd.shutdown()
+    out = {"same": same, "total": total, "open_after": not comm.closed}
+    out["numpy_after"] = float(comm.allreduce(np.array([1.0]), op="sum")[0])
+    comm.close()
+    return out

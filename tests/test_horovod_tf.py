@@ -70,3 +70,8 @@ def test_tape_and_optimizer_options(ranks, mode):
 def test_init_shares_a_communicator_the_script_made(ranks):
     for o in ranks(2, "horovod_workers:shares_pytfcomm_communicator", timeout=120):
         assert o == {"same": True, "total": 3.0, "open_after": True, "numpy_after": 2.0}
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+def test_sync_batch_norm_uses_every_ranks_batch(ranks, mode):
+    assert ranks(3, "horovod_workers:sync_batch_norm", mode, timeout=180) == [{"ok": True}] * 3

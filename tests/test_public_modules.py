@@ -36,6 +36,7 @@ HOROVOD_MODULES = [
     "pytfcomm.horovod.tensorflow.keras.callbacks",
     "pytfcomm.horovod.tensorflow.keras.elastic",
     "pytfcomm.horovod.tensorflow.mpi_ops",
+    "pytfcomm.horovod.tensorflow.sync_batch_norm",
 ]
 
 

@@ -118,7 +118,7 @@ def _probes(hvd: Any, keras_hvd: Any) -> dict[str, Any]:
         "DistributedGradientTape": lambda m: dist_tape(),
         "PartialDistributedGradientTape": lambda m: partial_tape(),
         "BroadcastGlobalVariablesHook": lambda m: m.BroadcastGlobalVariablesHook(0),
-        "SyncBatchNormalization": lambda m: m.SyncBatchNormalization(),
+        "SyncBatchNormalization": lambda m: m.SyncBatchNormalization()(x, training=True),
         "LocalGradientAggregationHelper": lambda m: m.LocalGradientAggregationHelper(),
         "DistributedOptimizer": lambda m: m.DistributedOptimizer(keras.optimizers.SGD(0.1)),
     }

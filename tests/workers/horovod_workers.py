@@ -406,3 +406,29 @@ def shares_pytfcomm_communicator(rank: int, size: int, addr: str) -> dict:
     out["numpy_after"] = float(comm.allreduce(np.array([1.0]), op="sum")[0])
     comm.close()
     return out
+
+
+def sync_batch_norm(rank: int, size: int, addr: str, mode: str) -> dict:
+    """SyncBatchNormalization normalises by the statistics of every rank's batch."""
+    import tensorflow as tf
+
+    hvd = _init(rank, size, addr)
+    batches = [np.random.default_rng(r).normal(r, 1 + r, size=(4 + r, 3)) for r in range(size)]
+    x = tf.constant(batches[rank], tf.float32)
+    layer = hvd.SyncBatchNormalization(epsilon=1e-3, momentum=0.5)
+
+    def f(x: tf.Tensor) -> Any:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x, training=True)
+            loss = tf.reduce_sum(y * y)
+        return y, tape.gradient(loss, x)
+
+    y, g = _run(mode, f, x)
+    every = np.concatenate(batches)
+    expected = (batches[rank] - every.mean(0)) / np.sqrt(every.var(0) + 1e-3)
+    _close(y, expected, 1e-4)
+    _close(layer.moving_mean.numpy(), 0.5 * every.mean(0), 1e-4)
+    assert np.all(np.isfinite(g.numpy()))
+    hvd.shutdown()
+    return {"ok": True}

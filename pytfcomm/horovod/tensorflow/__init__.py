@@ -3,7 +3,7 @@
 Same names, signatures, defaults and gradient conventions as Horovod's
 ``horovod.tensorflow``; see docs/horovod.md for what differs and what raises
 ``NotImplementedError`` (Adasum, non-global process sets, ``join``, timelines
-started at run time, TF1 sessions, elastic training, SyncBatchNormalization).
+started at run time, TF1 sessions, elastic training).
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ from .mpi_ops import (
     rank_op,
     size_op,
 )
+from .sync_batch_norm import SyncBatchNormalization
 
 __all__ = [
     "Adasum",
@@ -311,18 +312,6 @@ class BroadcastGlobalVariablesHook:
             "hvd.BroadcastGlobalVariablesHook is for TF1 sessions (tf.estimator); pytfcomm "
             "targets TF2: call hvd.broadcast_variables(model.variables, root_rank=0) after "
             "the first step, or use hvd.keras.callbacks.BroadcastGlobalVariablesCallback(0)"
-        )
-
-
-class SyncBatchNormalization:
-    """Horovod's synchronised batch norm; not supported yet."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            "hvd.SyncBatchNormalization is not supported by pytfcomm yet; use "
-            "keras.layers.BatchNormalization (per-process statistics), or "
-            "keras.layers.BatchNormalization(synchronized=True) under "
-            "pytfcomm.MultiWorkerMirroredStrategy"
         )
 
 

@@ -6,7 +6,8 @@
     pytfcomm-run -H node1:4,node2:4 python train.py        # 8 ranks, node2's over ssh
     pytfcomm-run -np 4 --gpus-per-rank 1 python train.py   # rank r sees only GPU r
 
-Every rank gets PYTFCOMM_RANK/SIZE/ADDR/LOCAL_RANK/LOCAL_SIZE, TF_CONFIG and the job
+Every rank gets PYTFCOMM_RANK/SIZE/ADDR/LOCAL_RANK/LOCAL_SIZE, TF_CONFIG, Horovod's
+HOROVOD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE/CROSS_RANK/CROSS_SIZE and the job
 secret PYTFCOMM_SECRET; its output lines are prefixed with ``[rank] ``. When a rank fails
 the others are stopped and the launcher exits with that rank's code, or with
 ``--restarts N`` starts every rank again, up to N times (``PYTFCOMM_RESTART_COUNT`` tells

@@ -46,3 +46,28 @@ def test_multiworker_mixed_precision(tmp_path):
     assert len({r[1] for r in results}) == 1
     assert float(results[0][2]) > 0.8, f"did not learn: {results}"
     assert float(results[0][3]) >= 1.0
+
+
+def test_horovod_keras_mnist_example(tmp_path):
+    out = _run_under_launcher(tmp_path, "horovod/tensorflow2_keras_mnist.py", "3")
+    (loss, acc) = re.findall(r"final: loss ([\d.]+) accuracy ([\d.]+)", out)[0]
+    assert float(acc) > 0.8 and float(loss) < 1.0, out[-3000:]
+    assert "finished gradual learning rate warmup" in out
+    assert (tmp_path / "checkpoint-3.keras").exists()
+    # Only the import line differs from Horovod's example.
+    text = (EXAMPLES / "horovod" / "tensorflow2_keras_mnist.py").read_text()
+    assert "import pytfcomm.horovod.tensorflow.keras as hvd" in text
+    assert (
+        "pytfcomm"
+        not in text.replace("import pytfcomm.horovod.tensorflow.keras as hvd", "")[
+            text.index('"""', 3) :
+        ]
+    )
+
+
+def test_horovod_custom_loop_example(tmp_path):
+    out = _run_under_launcher(tmp_path, "horovod/tensorflow2_mnist.py", "200")
+    (loss,) = re.findall(r"final: loss ([\d.]+)", out)
+    assert float(loss) < 1.0, out[-3000:]
+    sums = re.findall(r"rank (\d) weights checksum (\S+)", out)
+    assert sorted(r for r, _ in sums) == ["0", "1"] and len({s for _, s in sums}) == 1, sums

@@ -23,9 +23,24 @@ TF_MODULES = [
     "pytfcomm.tf.towers",
     "pytfcomm.tf.uneven_data",
 ]
+HOROVOD_MODULES = [
+    "pytfcomm.horovod._basics",
+    "pytfcomm.horovod.keras",
+    "pytfcomm.horovod.keras.callbacks",
+    "pytfcomm.horovod.keras.elastic",
+    "pytfcomm.horovod.tensorflow",
+    "pytfcomm.horovod.tensorflow.compression",
+    "pytfcomm.horovod.tensorflow.elastic",
+    "pytfcomm.horovod.tensorflow.functions",
+    "pytfcomm.horovod.tensorflow.keras",
+    "pytfcomm.horovod.tensorflow.keras.callbacks",
+    "pytfcomm.horovod.tensorflow.keras.elastic",
+    "pytfcomm.horovod.tensorflow.mpi_ops",
+    "pytfcomm.horovod.tensorflow.sync_batch_norm",
+]
 
 
-@pytest.mark.parametrize("name", CORE_MODULES + TF_MODULES)
+@pytest.mark.parametrize("name", CORE_MODULES + TF_MODULES + HOROVOD_MODULES)
 def test_all_lists_only_names_the_module_has(name: str) -> None:
     module = importlib.import_module(name)
     names = module.__all__

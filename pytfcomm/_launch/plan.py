@@ -44,6 +44,10 @@ RANK_VARS = (
     "PYTFCOMM_MAX_RESTARTS",
     "TF_CONFIG",
     GPUS_PER_RANK_VAR,
+    *(
+        f"HOROVOD_{n}"
+        for n in ("RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE")
+    ),
 )
 
 
@@ -144,6 +148,17 @@ def make_plan(placements: list[Placement], *, port: int | None, bind: str | None
     ]
     envs = []
     for p in placements:
+        # Horovod's names too, for scripts that read them (pytfcomm.horovod reads PYTFCOMM_*).
+        # Cross rank/size: this rank among the ranks with its local rank, one per machine.
+        peers = [q.rank for q in placements if q.local_rank == p.local_rank]
+        horovod = {
+            "HOROVOD_RANK": str(p.rank),
+            "HOROVOD_SIZE": str(size),
+            "HOROVOD_LOCAL_RANK": str(p.local_rank),
+            "HOROVOD_LOCAL_SIZE": str(p.local_size),
+            "HOROVOD_CROSS_RANK": str(peers.index(p.rank)),
+            "HOROVOD_CROSS_SIZE": str(len(peers)),
+        }
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": p.rank}}
         envs.append(
             {
@@ -153,6 +168,7 @@ def make_plan(placements: list[Placement], *, port: int | None, bind: str | None
                 "PYTFCOMM_LOCAL_RANK": str(p.local_rank),
                 "PYTFCOMM_LOCAL_SIZE": str(p.local_size),
                 "TF_CONFIG": json.dumps(tf_config, separators=(",", ":")),
+                **horovod,
             }
         )
     return JobPlan(placements, addr, workers, envs)

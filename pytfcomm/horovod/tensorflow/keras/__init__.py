@@ -1,0 +1,406 @@
+"""``import pytfcomm.horovod.tensorflow.keras as hvd``: Horovod 0.28.1's Keras API on pytfcomm.
+
+Keras 3 first; tf-keras optimizers work too (``backward_passes_per_step`` > 1
+is Keras 3 only). The callbacks subclass the Keras in use (tf-keras when
+``TF_USE_LEGACY_KERAS=1``). See docs/horovod.md.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from ... import tensorflow as _hvd
+from ..._basics import (
+    Adasum,
+    Average,
+    ProcessSet,
+    Sum,
+    add_process_set,
+    ccl_built,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    ddl_built,
+    global_process_set,
+    gloo_built,
+    gloo_enabled,
+    init,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    remove_process_set,
+    rocm_built,
+    shutdown,
+    size,
+    start_timeline,
+    stop_timeline,
+)
+from .._gradients import make_allreduce_grads_fn, reduce_filtered, var_key
+from ..compression import Compression
+from . import callbacks, elastic
+
+__all__ = [
+    "Adasum",
+    "Average",
+    "Compression",
+    "DistributedOptimizer",
+    "PartialDistributedOptimizer",
+    "ProcessSet",
+    "Sum",
+    "add_process_set",
+    "allgather",
+    "allreduce",
+    "broadcast",
+    "broadcast_global_variables",
+    "callbacks",
+    "ccl_built",
+    "cross_rank",
+    "cross_size",
+    "cuda_built",
+    "ddl_built",
+    "elastic",
+    "global_process_set",
+    "gloo_built",
+    "gloo_enabled",
+    "init",
+    "is_initialized",
+    "load_model",
+    "local_rank",
+    "local_size",
+    "mpi_built",
+    "mpi_enabled",
+    "mpi_threads_supported",
+    "nccl_built",
+    "rank",
+    "reducescatter",
+    "remove_process_set",
+    "rocm_built",
+    "shutdown",
+    "size",
+    "start_timeline",
+    "stop_timeline",
+]
+
+
+class _Setup:
+    """What a distributed optimizer needs (an attribute Keras' tracking leaves alone)."""
+
+    def __init__(
+        self,
+        allreduce_grads: Any,
+        backward_passes_per_step: int,
+        average_aggregated_gradients: bool,
+        scale_local_gradients: bool,
+        sparse_as_dense: bool,
+    ) -> None:
+        self.allreduce_grads = allreduce_grads
+        self.passes = int(backward_passes_per_step)
+        self.average = bool(average_aggregated_gradients)
+        self.scale_local = bool(scale_local_gradients)
+        self.sparse_as_dense = bool(sparse_as_dense)
+        self.local: dict[int, Any] = {}
+        self.accumulators: list[tf.Variable] | None = None
+        self.counter: tf.Variable | None = None
+
+
+class _CallableList(list):
+    """A list that returns itself when called (Horovod's CallableList)."""
+
+    def __call__(self) -> list:
+        return self
+
+
+def _is_tf_keras(obj: Any) -> bool:
+    return any(c.__module__.startswith("tf_keras") for c in type(obj).__mro__)
+
+
+def _reduce(self: Any, grads: list[Any], variables: list[Any]) -> list[Any]:
+    s = self._hvd_setup
+    return reduce_filtered(s.allreduce_grads, grads, variables, s.local, s.scale_local)
+
+
+def _register_local_var(self: Any, var: Any) -> None:
+    """Keep ``var``'s gradient local (not all-reduced; divided by size() when
+    ``scale_local_gradients``)."""
+    self._hvd_setup.local[var_key(var)] = var
+
+
+def _aggregate_then_apply(self: Any, base: type, grads: list[Any], variables: list[Any]) -> Any:
+    s = self._hvd_setup
+    if s.accumulators is None:
+        with tf.init_scope():
+            s.accumulators = [
+                tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in variables
+            ]
+            s.counter = tf.Variable(0, dtype=tf.int64, trainable=False)
+    for acc, g in zip(s.accumulators, grads, strict=True):
+        if g is not None:
+            acc.assign_add(tf.convert_to_tensor(g))
+    count = s.counter.assign_add(1)
+    present = [g is not None for g in grads]
+
+    def step() -> tf.Tensor:
+        gs = []
+        for acc, there in zip(s.accumulators, present, strict=True):
+            if not there:
+                gs.append(None)
+                continue
+            value = acc.read_value()
+            gs.append(value / s.passes if s.average else value)
+        base.apply(self, _reduce(self, gs, variables), variables)
+        for acc in s.accumulators:
+            acc.assign(tf.zeros_like(acc))
+        return tf.constant(True)
+
+    boundary = tf.equal(count % s.passes, 0)
+    if tf.executing_eagerly():
+        if bool(boundary):
+            step()
+        return None
+    return tf.cond(boundary, step, lambda: tf.constant(False))
+
+
+def _distributed_class(base: type, tf_keras: bool) -> type:
+    if tf_keras:
+
+        def apply_gradients(self, grads_and_vars, *args, **kwargs):
+            pairs = list(grads_and_vars)
+            variables = [v for _, v in pairs]
+            grads = _reduce(self, [g for g, _ in pairs], variables)
+            pairs = list(zip(grads, variables, strict=True))
+            return base.apply_gradients(self, pairs, *args, **kwargs)
+
+        body: dict[str, Any] = {"apply_gradients": apply_gradients}
+    else:
+
+        def apply(self, grads, trainable_variables=None):
+            grads = list(grads)
+            if trainable_variables is None:
+                if not self.built:
+                    raise ValueError("apply() needs trainable_variables before build()")
+                variables = list(self._trainable_variables)
+            else:
+                variables = list(trainable_variables)
+            if not self.built:
+                self.build(variables)
+            if self._hvd_setup.passes > 1:
+                return _aggregate_then_apply(self, base, grads, variables)
+            return base.apply(self, _reduce(self, grads, variables), variables)
+
+        body = {"apply": apply}
+        variables_property = getattr(base, "variables", None)
+        if isinstance(variables_property, property):
+            # Horovod (TF >= 2.12): opt.variables and opt.variables() both work.
+            body["variables"] = property(lambda self: _CallableList(variables_property.fget(self)))
+    body["register_local_var"] = _register_local_var
+    # Horovod keeps the class name, so a saved model names the plain optimizer
+    # and hvd.load_model wraps it again.
+    cls = types.new_class(base.__name__, (base,), exec_body=lambda ns: ns.update(body))
+    cls.__module__ = base.__module__
+    cls.__qualname__ = base.__qualname__
+    cls._hvd_distributed = True
+    return cls
+
+
+def _setup(optimizer: Any, setup: _Setup) -> Any:
+    base = type(optimizer)
+    if getattr(base, "_hvd_distributed", False):
+        base = base.__mro__[1]
+    tf_keras = _is_tf_keras(optimizer)
+    if not tf_keras:
+        import keras
+
+        if not isinstance(optimizer, keras.optimizers.Optimizer):
+            raise ValueError(
+                "DistributedOptimizer wraps a Keras 3 or tf-keras optimizer, got "
+                f"{base.__module__}.{base.__name__}"
+            )
+    elif setup.passes > 1:
+        raise NotImplementedError(
+            "backward_passes_per_step > 1 is supported for Keras 3 optimizers only; with "
+            "tf-keras accumulate gradients in a custom loop"
+        )
+    return _distributed_class(base, tf_keras)
+
+
+def _make_setup(
+    compression: Any,
+    sparse_as_dense: bool,
+    gradient_predivide_factor: float,
+    op: Any,
+    backward_passes_per_step: int,
+    average_aggregated_gradients: bool,
+    process_set: Any,
+    scale_local_gradients: bool,
+) -> _Setup:
+    if backward_passes_per_step < 1:
+        raise ValueError(f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}")
+    fn = make_allreduce_grads_fn(
+        compression, sparse_as_dense, op, gradient_predivide_factor, process_set
+    )
+    return _Setup(
+        fn,
+        backward_passes_per_step,
+        average_aggregated_gradients,
+        scale_local_gradients,
+        sparse_as_dense,
+    )
+
+
+def DistributedOptimizer(
+    optimizer: Any,
+    name: str | None = None,
+    device_dense: str = "",
+    device_sparse: str = "",
+    compression: Any = Compression.none,
+    sparse_as_dense: bool = False,
+    gradient_predivide_factor: float = 1.0,
+    op: Any = Average,
+    backward_passes_per_step: int = 1,
+    average_aggregated_gradients: bool = False,
+    num_groups: int = 0,
+    groups: Any = None,
+    process_set: Any = global_process_set,
+    scale_local_gradients: bool = True,
+) -> Any:
+    """A copy of ``optimizer`` (same class name, built from its config) whose updates use
+    gradients averaged (``op``) over all processes.
+
+    ``backward_passes_per_step`` N > 1 adds N calls' gradients locally and
+    all-reduces (and applies) on every N-th call only; divided by N first when
+    ``average_aggregated_gradients``. ``register_local_var(var)`` keeps a
+    variable's gradient local. ``name``, ``device_*``, ``num_groups`` and
+    ``groups`` are accepted (every dense gradient goes into one fused all-reduce).
+    """
+    setup = _make_setup(
+        compression,
+        sparse_as_dense,
+        gradient_predivide_factor,
+        op,
+        backward_passes_per_step,
+        average_aggregated_gradients,
+        process_set,
+        scale_local_gradients,
+    )
+    cls = _setup(optimizer, setup)
+    wrapped = cls.from_config(optimizer.get_config())
+    object.__setattr__(wrapped, "_hvd_setup", setup)
+    return wrapped
+
+
+def PartialDistributedOptimizer(
+    optimizer: Any,
+    name: str | None = None,
+    device_dense: str = "",
+    device_sparse: str = "",
+    compression: Any = Compression.none,
+    sparse_as_dense: bool = False,
+    gradient_predivide_factor: float = 1.0,
+    op: Any = Average,
+    backward_passes_per_step: int = 1,
+    average_aggregated_gradients: bool = False,
+    groups: Any = None,
+    process_set: Any = global_process_set,
+    local_layers: Any = None,
+    scale_local_gradients: bool = True,
+) -> Any:
+    """:func:`DistributedOptimizer` whose ``local_layers``' weights keep local gradients."""
+    opt = DistributedOptimizer(
+        optimizer,
+        name=name,
+        compression=compression,
+        sparse_as_dense=sparse_as_dense,
+        gradient_predivide_factor=gradient_predivide_factor,
+        op=op,
+        backward_passes_per_step=backward_passes_per_step,
+        average_aggregated_gradients=average_aggregated_gradients,
+        groups=groups,
+        process_set=process_set,
+        scale_local_gradients=scale_local_gradients,
+    )
+    layers = [] if local_layers is None else local_layers
+    for layer in layers if isinstance(layers, (list, tuple)) else [layers]:
+        for var in layer.trainable_weights:
+            opt.register_local_var(var)
+    return opt
+
+
+def broadcast_global_variables(root_rank: int) -> Any:
+    """Horovod's TF1-session broadcast: a RuntimeError eagerly, as Horovod's; use
+    ``callbacks.BroadcastGlobalVariablesCallback(root_rank)`` or
+    ``hvd.broadcast_variables(model.variables, root_rank)``."""
+    return _hvd.broadcast_global_variables(root_rank)
+
+
+def allreduce(
+    value: Any,
+    name: str | None = None,
+    average: Any = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    op: Any = None,
+    compression: Any = Compression.none,
+) -> np.ndarray:
+    """All-reduce a tensor-compatible value; returns a NumPy value (default op Average)."""
+    out = _hvd.allreduce(
+        tf.constant(value),
+        average=average,
+        prescale_factor=prescale_factor,
+        postscale_factor=postscale_factor,
+        op=op,
+        compression=compression,
+    )
+    return out.numpy()
+
+
+def allgather(value: Any, name: str | None = None) -> np.ndarray:
+    """All-gather a tensor-compatible value along dimension 0; returns a NumPy value."""
+    return _hvd.allgather(tf.constant(value)).numpy()
+
+
+def broadcast(value: Any, root_rank: int, name: str | None = None) -> np.ndarray:
+    """Rank ``root_rank``'s value on every rank, as a NumPy value."""
+    return _hvd.broadcast(tf.constant(value), root_rank).numpy()
+
+
+def reducescatter(value: Any, name: str | None = None, op: Any = Average) -> np.ndarray:
+    """Reduce-scatter a tensor-compatible value (Average or Sum); returns a NumPy value."""
+    return _hvd.reducescatter(tf.constant(value), op=op).numpy()
+
+
+def load_model(
+    filepath: Any,
+    custom_optimizers: Any = None,
+    custom_objects: Any = None,
+    compression: Any = Compression.none,
+    legacy_opts: bool = False,
+) -> Any:
+    """Load a saved Keras model and make its optimizer a :func:`DistributedOptimizer`
+    in place, keeping its state (slots, iterations).
+
+    ``custom_optimizers`` (classes) join ``custom_objects``; ``legacy_opts``
+    loads with tf-keras (``tf_keras.models.load_model``).
+    """
+    objects = dict(custom_objects or {})
+    for cls in custom_optimizers or []:
+        objects.setdefault(cls.__name__, cls)
+    if legacy_opts:
+        import tf_keras as keras_module
+    else:
+        import keras as keras_module
+    model = keras_module.models.load_model(filepath, custom_objects=objects)
+    opt = getattr(model, "optimizer", None)
+    if opt is not None:
+        setup = _make_setup(compression, False, 1.0, Average, 1, False, global_process_set, True)
+        object.__setattr__(opt, "__class__", _setup(opt, setup))
+        object.__setattr__(opt, "_hvd_setup", setup)
+    return model

@@ -1,0 +1,442 @@
+"""Horovod's TF collectives, written on pytfcomm's ops, with Horovod's gradients.
+
+Every function here is a TF op sequence usable eagerly and inside
+``tf.function``. Gradients follow Horovod 0.28.1 (its ``mpi_ops.py``):
+
+* ``allreduce``: the same all-reduce (op, prescale, postscale) of the incoming gradient;
+* ``allgather``: the *average* over ranks of the incoming gradient, then this rank's rows;
+* ``broadcast``: the *average* over ranks of the incoming gradient on the root, zeros elsewhere;
+* ``reducescatter``: the all-gather of the incoming gradient (times ``size()`` for Sum);
+* ``alltoall``: the all-to-all of the incoming gradient with the received splits.
+
+Where pytfcomm's core has no matching collective yet the op is composed of
+existing ones, at extra cost (said in each docstring): ``reducescatter`` is an
+all-reduce then a slice; ``alltoall`` all-gathers every rank's data and splits,
+then keeps what was sent to this rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from ...tf import collectives as _coll
+from .. import _basics
+from .._basics import (
+    Adasum,
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+    check_process_set,
+    global_process_set,
+)
+
+__all__ = [
+    "allgather",
+    "alltoall",
+    "broadcast",
+    "broadcast_",
+    "grouped_allgather",
+    "join",
+    "local_rank_op",
+    "local_size_op",
+    "process_set_included_op",
+    "rank_op",
+    "reducescatter_parts",
+    "size_op",
+]
+
+_OP_NAMES = {Average: "mean", Sum: "sum", Min: "min", Max: "max", Product: "prod"}
+
+
+def _comm(process_set: Any = None) -> Any:
+    comm = _basics.communicator()
+    check_process_set(process_set)
+    return comm
+
+
+def reduce_op_name(op: Any) -> str:
+    """pytfcomm's name of Horovod op ``op``; NotImplementedError for Adasum."""
+    if op == Adasum:
+        raise NotImplementedError(
+            "hvd.Adasum: pytfcomm has no Adasum reduction yet; use op=hvd.Average (the "
+            "default) or hvd.Sum"
+        )
+    if op not in _OP_NAMES:
+        raise ValueError(
+            f"unknown reduction op {op!r}; use hvd.Average, hvd.Sum, hvd.Min, hvd.Max or "
+            "hvd.Product"
+        )
+    return _OP_NAMES[op]
+
+
+def _scale(t: tf.Tensor, factor: float) -> tf.Tensor:
+    if factor == 1.0:
+        return t
+    if t.dtype.is_floating:
+        return t * tf.cast(factor, t.dtype)
+    return tf.cast(tf.cast(t, tf.float64) * factor, t.dtype)
+
+
+def _dense(dys: Sequence[Any], like: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+    return [
+        tf.zeros_like(y) if d is None else tf.convert_to_tensor(d)
+        for d, y in zip(dys, like, strict=True)
+    ]
+
+
+def _tensor(x: Any) -> tf.Tensor:
+    return tf.convert_to_tensor(x)
+
+
+# -- all-reduce ---------------------------------------------------------------------------
+def _grouped_allreduce(
+    tensors: Sequence[Any],
+    name: str | None = None,
+    op: Any = Sum,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    ignore_name_scope: bool = False,
+    process_set: Any = global_process_set,
+) -> list[tf.Tensor]:
+    """All-reduce ``tensors`` in ONE fused pytfcomm op; gradient: the same all-reduce."""
+    comm = _comm(process_set)
+    op_name = reduce_op_name(op)
+    xs = [_tensor(t) for t in tensors]
+    if not xs:
+        return []
+
+    @tf.custom_gradient
+    def fused(*inputs: tf.Tensor) -> Any:
+        scaled = [_scale(x, prescale_factor) for x in inputs]
+        with tf.name_scope(name or "HorovodGroupedAllreduce"):
+            out = _coll.allreduce_replicas([scaled], op_name, communicator=comm)[0]
+        ys = [_scale(y, postscale_factor) for y in out]
+
+        def grad(*dys: Any) -> list[tf.Tensor]:
+            return _grouped_allreduce(
+                _dense(dys, ys),
+                op=op,
+                prescale_factor=prescale_factor,
+                postscale_factor=postscale_factor,
+                process_set=process_set,
+            )
+
+        return ys, grad
+
+    return list(fused(*xs))
+
+
+def _allreduce(
+    tensor: Any,
+    name: str | None = None,
+    op: Any = Sum,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    ignore_name_scope: bool = False,
+    process_set: Any = global_process_set,
+) -> tf.Tensor:
+    """All-reduce one dense tensor (Horovod's raw op; default Sum)."""
+    return _grouped_allreduce(
+        [tensor],
+        name=name,
+        op=op,
+        prescale_factor=prescale_factor,
+        postscale_factor=postscale_factor,
+        process_set=process_set,
+    )[0]
+
+
+# -- all-gather ---------------------------------------------------------------------------
+def _first_dims(x: tf.Tensor, comm: Any) -> tf.Tensor:
+    """Every rank's first dimension (int64, length size())."""
+    mine = tf.reshape(tf.cast(tf.shape(x)[0], tf.int64), [1])
+    return _coll.allgather(mine, communicator=comm)
+
+
+def allgather(
+    tensor: Any,
+    name: str | None = None,
+    ignore_name_scope: bool = False,
+    process_set: Any = global_process_set,
+) -> tf.Tensor:
+    """Concatenate every rank's ``tensor`` along dimension 0, in rank order.
+
+    The first dimension may differ between ranks (pytfcomm's all-gather
+    exchanges the row counts first). Gradient (Horovod's): the average over
+    ranks of the incoming gradient, then this rank's rows.
+    """
+    comm = _comm(process_set)
+    x = _tensor(tensor)
+
+    @tf.custom_gradient
+    def gather(x: tf.Tensor) -> Any:
+        with tf.name_scope(name or "HorovodAllgather"):
+            y = _coll.allgather(x, communicator=comm)
+
+        def grad(dy: Any) -> tf.Tensor:
+            avg = _allreduce(_dense([dy], [y])[0], op=Average, process_set=process_set)
+            dims = _first_dims(x, comm)
+            start = tf.reduce_sum(dims[: comm.rank])
+            return avg[start : start + dims[comm.rank]]
+
+        return y, grad
+
+    return gather(x)
+
+
+def grouped_allgather(
+    tensors: Sequence[Any],
+    name: str | None = None,
+    ignore_name_scope: bool = False,
+    process_set: Any = global_process_set,
+) -> list[tf.Tensor]:
+    """:func:`allgather` of each tensor (one pytfcomm op each)."""
+    return [allgather(t, name=name, process_set=process_set) for t in tensors]
+
+
+# -- broadcast ----------------------------------------------------------------------------
+def broadcast(
+    tensor: Any,
+    root_rank: int,
+    name: str | None = None,
+    ignore_name_scope: bool = False,
+    process_set: Any = global_process_set,
+) -> tf.Tensor:
+    """Rank ``root_rank``'s ``tensor`` on every rank.
+
+    Gradient (Horovod's): on the root, the average over ranks of the incoming
+    gradient; zeros on every other rank.
+    """
+    comm = _comm(process_set)
+    x = _tensor(tensor)
+    root = int(root_rank)
+
+    @tf.custom_gradient
+    def bcast(x: tf.Tensor) -> Any:
+        with tf.name_scope(name or "HorovodBroadcast"):
+            y = _coll.broadcast(x, root, communicator=comm)
+
+        def grad(dy: Any) -> tf.Tensor:
+            avg = _allreduce(_dense([dy], [y])[0], op=Average, process_set=process_set)
+            return avg if comm.rank == root else avg * 0
+
+        return y, grad
+
+    return bcast(x)
+
+
+def broadcast_(
+    variables: Sequence[Any],
+    root_rank: int,
+    name: str | None = None,
+    process_set: Any = global_process_set,
+) -> list[tf.Tensor]:
+    """Set ``variables`` in place to their values on ``root_rank``; returns the new values.
+
+    All variables travel in one pytfcomm broadcast (as bytes).
+    """
+    from ...tf.distributed import broadcast_variables
+
+    comm = _comm(process_set)
+    variables = list(variables)
+    op = broadcast_variables(variables, int(root_rank), communicator=comm)
+    deps = [op] if op is not None else []
+    with tf.control_dependencies(deps):
+        return [tf.identity(tf.convert_to_tensor(v)) for v in variables]
+
+
+# -- reduce-scatter -----------------------------------------------------------------------
+def reducescatter_parts(rows: int, n: int) -> list[int]:
+    """Rows each rank gets of a first dimension ``rows``: Horovod's rule, the first
+    ``rows % n`` ranks one more."""
+    return [rows // n + (1 if r < rows % n else 0) for r in range(n)]
+
+
+def _my_rows(x: tf.Tensor, comm: Any) -> tuple[tf.Tensor, tf.Tensor]:
+    rows = tf.shape(x)[0]
+    n, r = comm.size, comm.rank
+    base, extra = rows // n, rows % n
+    start = r * base + tf.minimum(r, extra)
+    count = base + tf.cast(r < extra, tf.int32)
+    return start, count
+
+
+def _grouped_reducescatter(
+    tensors: Sequence[Any],
+    name: str | None = None,
+    op: Any = Sum,
+    ignore_name_scope: bool = False,
+    process_set: Any = global_process_set,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+) -> list[tf.Tensor]:
+    """Reduce-scatter composed of one fused all-reduce and a slice per tensor.
+
+    Costs a full all-reduce (about twice the bytes of a true reduce-scatter);
+    pytfcomm's core reduce-scatter is not exposed as a TF op yet.
+    """
+    if op not in (Sum, Average):
+        raise NotImplementedError(
+            "hvd.reducescatter supports op=hvd.Average and op=hvd.Sum only (as Horovod)"
+        )
+    comm = _comm(process_set)
+    xs = [_tensor(t) for t in tensors]
+    for x in xs:
+        if x.shape.rank == 0:
+            raise ValueError("reducescatter needs tensors with at least one dimension")
+
+    @tf.custom_gradient
+    def rs(*inputs: tf.Tensor) -> Any:
+        with tf.name_scope(name or "HorovodReducescatter"):
+            full = _grouped_allreduce(
+                list(inputs),
+                op=op,
+                prescale_factor=prescale_factor,
+                postscale_factor=postscale_factor,
+                process_set=process_set,
+            )
+        ys = []
+        for f in full:
+            start, count = _my_rows(f, comm)
+            ys.append(f[start : start + count])
+
+        def grad(*dys: Any) -> list[tf.Tensor]:
+            out = []
+            for d in _dense(dys, ys):
+                if op == Sum:
+                    d = _scale(d, float(comm.size))
+                d = _scale(_scale(d, prescale_factor), postscale_factor)
+                out.append(allgather(d, process_set=process_set))
+            return out
+
+        return ys, grad
+
+    return list(rs(*xs))
+
+
+def _reducescatter(
+    tensor: Any,
+    name: str | None = None,
+    op: Any = Sum,
+    ignore_name_scope: bool = False,
+    process_set: Any = global_process_set,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+) -> tf.Tensor:
+    """Horovod's raw reduce-scatter of one tensor (default Sum)."""
+    return _grouped_reducescatter(
+        [tensor],
+        name=name,
+        op=op,
+        process_set=process_set,
+        prescale_factor=prescale_factor,
+        postscale_factor=postscale_factor,
+    )[0]
+
+
+# -- all-to-all ---------------------------------------------------------------------------
+def _alltoall_raw(x: tf.Tensor, splits: tf.Tensor, comm: Any) -> tuple[tf.Tensor, tf.Tensor]:
+    n, me = comm.size, comm.rank
+    splits64 = tf.cast(tf.reshape(splits, [n]), tf.int64)
+    matrix = tf.reshape(_coll.allgather(splits64, communicator=comm), [n, n])  # [sender, dest]
+    data = _coll.allgather(x, communicator=comm)  # every sender's rows, in rank order
+    sent = tf.reduce_sum(matrix, axis=1)
+    sender_start = tf.cumsum(sent, exclusive=True)
+    offset_in_sender = tf.cumsum(matrix, axis=1, exclusive=True)[:, me]
+    starts = sender_start + offset_in_sender
+    counts = matrix[:, me]
+    idx = tf.ragged.range(starts, starts + counts).flat_values
+    return tf.gather(data, idx), tf.cast(counts, tf.int32)
+
+
+def alltoall(
+    tensor: Any,
+    splits: Any = None,
+    name: str | None = None,
+    ignore_name_scope: bool = False,
+    process_set: Any = global_process_set,
+) -> Any:
+    """Send ``splits[j]`` rows of ``tensor`` (in order) to rank j; receive from every rank.
+
+    Without ``splits`` dimension 0 is split equally (it must divide by
+    ``size()``) and only the received tensor is returned; with ``splits`` the
+    result is ``(received, received_splits)``, as Horovod. Composed of
+    pytfcomm's all-gather: every rank receives every rank's whole tensor and
+    keeps its part, so it moves ``size()`` times the bytes of a true all-to-all.
+    Gradient: the all-to-all of the incoming gradient back with the received splits.
+    """
+    comm = _comm(process_set)
+    x = _tensor(tensor)
+    if x.shape.rank == 0:
+        raise ValueError("alltoall needs a tensor with at least one dimension")
+    n = comm.size
+    if splits is None:
+        rows = tf.shape(x)[0]
+        tf.debugging.assert_equal(
+            rows % n, 0, message="alltoall without splits: dimension 0 must divide by size()"
+        )
+        split_t = tf.fill([n], rows // n)
+    else:
+        split_t = tf.convert_to_tensor(splits)
+        if split_t.dtype not in (tf.int32, tf.int64):
+            raise ValueError(f"alltoall splits must be int32 or int64, got {split_t.dtype.name}")
+        if split_t.shape.rank != 1 or (split_t.shape[0] is not None and split_t.shape[0] != n):
+            raise ValueError(f"alltoall splits must be a vector of size() = {n} counts")
+
+    @tf.custom_gradient
+    def a2a(x: tf.Tensor) -> Any:
+        with tf.name_scope(name or "HorovodAlltoall"):
+            y, recv = _alltoall_raw(x, split_t, comm)
+
+        def grad(dy: Any, *unused: Any) -> tf.Tensor:
+            return _alltoall_raw(_dense([dy], [y])[0], recv, comm)[0]
+
+        return (y, recv), grad
+
+    out, recv = a2a(x)
+    return (out, recv) if splits is not None else out
+
+
+def join() -> int:
+    """Not supported yet: pytfcomm has no join (uneven-data) protocol for raw collectives."""
+    raise NotImplementedError(
+        "hvd.join: pytfcomm has no join for raw collectives yet; give every rank the same "
+        "number of steps (e.g. Dataset.shard then take the minimum count), or train with "
+        "pytfcomm.MultiWorkerMirroredStrategy, which ends uneven epochs together"
+    )
+
+
+# -- ops answering the rank queries ---------------------------------------------------------
+def size_op(process_set_id: int = 0, name: str | None = None) -> tf.Tensor:
+    """An int32 scalar: the number of processes (of the global set, the only one)."""
+    if process_set_id != 0:
+        check_process_set(object())
+    return tf.constant(_basics.size(), dtype=tf.int32, name=name)
+
+
+def local_size_op(name: str | None = None) -> tf.Tensor:
+    """An int32 scalar: the number of processes on this host."""
+    return tf.constant(_basics.local_size(), dtype=tf.int32, name=name)
+
+
+def rank_op(name: str | None = None) -> tf.Tensor:
+    """An int32 scalar: this process's rank."""
+    return tf.constant(_basics.rank(), dtype=tf.int32, name=name)
+
+
+def local_rank_op(name: str | None = None) -> tf.Tensor:
+    """An int32 scalar: this process's local rank."""
+    return tf.constant(_basics.local_rank(), dtype=tf.int32, name=name)
+
+
+def process_set_included_op(process_set_id: int = 0, name: str | None = None) -> tf.Tensor:
+    """An int32 scalar: 1 for the global set (the only one pytfcomm has)."""
+    if process_set_id != 0:
+        check_process_set(object())
+    _basics.communicator()
+    return tf.constant(1, dtype=tf.int32, name=name)

@@ -141,16 +141,22 @@ class _MetricAverageMixin:
         self.communicator = communicator
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-        comm = _comm(self.communicator)
-        if comm is None or not logs:
-            return
-        keys = sorted(k for k, v in logs.items() if np.ndim(v) == 0 and _is_number(v))
-        if not keys:
-            return
-        vals = np.array([float(logs[k]) for k in keys], dtype=np.float64)
-        mean = comm.allreduce(vals, op="mean")
-        for k, v in zip(keys, mean, strict=True):
-            logs[k] = float(v)
+        _average_logs(_comm(self.communicator), logs)
+
+
+def _average_logs(comm: Any, logs: Any) -> None:
+    """Replace each numeric scalar in ``logs`` (a Keras logs dict) by its mean over
+    ``comm``'s processes, in place (one all-reduce for all of them)."""
+    if comm is None or not logs:
+        return
+    keys = sorted(k for k, v in logs.items() if np.ndim(v) == 0 and _is_number(v))
+    if not keys:
+        return
+    vals = np.array([float(logs[k]) for k in keys], dtype=np.float64)
+    if comm.size > 1:
+        vals = comm.allreduce(vals, op="mean")
+    for k, v in zip(keys, vals, strict=True):
+        logs[k] = float(v)
 
 
 def _is_number(v: Any) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ....tf.keras import _average_logs
 from ..._basics import communicator, rank, size
 from ..functions import broadcast_variables
 
@@ -95,25 +96,8 @@ class MetricAverageCallback(_Callback):
         self.device = device
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-        if not logs:
-            return
-        keys = sorted(k for k, v in logs.items() if np.ndim(v) == 0 and _is_number(v))
-        if not keys:
-            return
-        comm = communicator()
-        values = np.array([float(logs[k]) for k in keys], dtype=np.float64)
-        if comm.size > 1:
-            values = comm.allreduce(values, op="mean")
-        for k, v in zip(keys, values, strict=True):
-            logs[k] = float(v)
-
-
-def _is_number(v: Any) -> bool:
-    try:
-        float(v)
-    except (TypeError, ValueError):
-        return False
-    return True
+        if logs:
+            _average_logs(communicator(), logs)
 
 
 def _get(var: Any) -> float:

@@ -164,6 +164,25 @@ class Communicator:
         shape_tag: int = 0,
         name: str = "",
     ) -> None: ...
+    def allgatherv(
+        self,
+        src: np.ndarray,
+        dtype: int,
+        timeout: float,
+        shape_tag: int = 0,
+        name: str = "",
+        dst: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray] | np.ndarray:
+        """(result bytes, element count per rank); with ``dst``: the counts only."""
+    def alltoallv(
+        self,
+        src: np.ndarray,
+        splits: np.ndarray,
+        dtype: int,
+        timeout: float,
+        shape_tag: int = 0,
+        name: str = "",
+    ) -> tuple[np.ndarray, np.ndarray]: ...
     def reduce_scatter(
         self,
         src: np.ndarray,

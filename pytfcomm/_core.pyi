@@ -172,8 +172,9 @@ class Communicator:
         shape_tag: int = 0,
         name: str = "",
         dst: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray] | np.ndarray:
-        """(result bytes, element count per rank); with ``dst``: the counts only."""
+        dst_only: bool = False,
+    ) -> tuple[np.ndarray | None, np.ndarray]:
+        """(result bytes, or None when it went into ``dst``; element count per rank)."""
     def alltoallv(
         self,
         src: np.ndarray,

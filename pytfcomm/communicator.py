@@ -496,7 +496,9 @@ class Communicator:
                 raise InvalidArgumentError(f"out has shape {out.shape} but the result has {shape}")
             return out
         if out is not None:
-            counts = self._core.allgatherv(x, code, _timeout(timeout), tag, _check_name(name), out)
+            _, counts = self._core.allgatherv(
+                x, code, _timeout(timeout), tag, _check_name(name), out, True
+            )
             if int(counts.sum()) != out.size:
                 raise InvalidArgumentError(
                     f"out has {out.shape[0]} rows but the gathered result has "
@@ -504,7 +506,12 @@ class Communicator:
                     f"{(counts // row_elems).tolist()}); out was left as it was"
                 )
             return out
-        data, counts = self._core.allgatherv(x, code, _timeout(timeout), tag, _check_name(name))
+        # Allocated here for equal counts (the common case: NumPy's allocation, as
+        # before); unequal ones get a buffer the core allocates once it knows the sum.
+        guess = np.empty((x.shape[0] * self.size, *row), x.dtype)
+        data, _ = self._core.allgatherv(x, code, _timeout(timeout), tag, _check_name(name), guess)
+        if data is None:
+            return guess
         return data.view(x.dtype).reshape((-1, *row))
 
     def allgatherv(

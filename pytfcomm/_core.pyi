@@ -164,6 +164,26 @@ class Communicator:
         shape_tag: int = 0,
         name: str = "",
     ) -> None: ...
+    def allgatherv(
+        self,
+        src: np.ndarray,
+        dtype: int,
+        timeout: float,
+        shape_tag: int = 0,
+        name: str = "",
+        dst: np.ndarray | None = None,
+        dst_only: bool = False,
+    ) -> tuple[np.ndarray | None, np.ndarray]:
+        """(result bytes, or None when it went into ``dst``; element count per rank)."""
+    def alltoallv(
+        self,
+        src: np.ndarray,
+        splits: np.ndarray,
+        dtype: int,
+        timeout: float,
+        shape_tag: int = 0,
+        name: str = "",
+    ) -> tuple[np.ndarray, np.ndarray]: ...
     def reduce_scatter(
         self,
         src: np.ndarray,

@@ -107,6 +107,35 @@ def _shape_tag(shape: tuple[int, ...]) -> int:
     return _core.shape_digest(shape)
 
 
+def _row_elems(row: tuple[int, ...]) -> int:
+    n = 1
+    for d in row:
+        n *= int(d)
+    return n
+
+
+def _check_splits(splits: object, size: int, rows: int) -> np.ndarray:
+    """``splits`` as an int64 array of ``size`` entries, each >= 0, adding up to ``rows``."""
+    try:
+        arr = np.asarray(splits)
+    except Exception as e:
+        raise InvalidArgumentError(f"splits must be a sequence of ints, got {splits!r}") from e
+    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise InvalidArgumentError(f"splits must be a 1-D sequence of ints, got {splits!r}")
+    if arr.size != size:
+        raise InvalidArgumentError(
+            f"splits needs one entry per rank ({size}), got {arr.size}: {arr.tolist()}"
+        )
+    arr = arr.astype(np.int64)
+    if (arr < 0).any():
+        raise InvalidArgumentError(f"splits must be >= 0, got {arr.tolist()}")
+    if int(arr.sum()) != rows:
+        raise InvalidArgumentError(
+            f"splits add up to {int(arr.sum())} rows but the input has {rows}: {arr.tolist()}"
+        )
+    return arr
+
+
 class Communicator:
     """The ranks of one job, connected, and the collectives between them.
 
@@ -407,7 +436,17 @@ class Communicator:
         timeout: float | None = None,
         name: str | None = None,
     ) -> np.ndarray:
-        """Concatenate every rank's ``x`` along axis 0, in rank order."""
+        """Concatenate every rank's ``x`` along axis 0, in rank order.
+
+        ``x.shape[0]`` may differ per rank (Horovod's ``allgather``,
+        ``MPI_Allgatherv``, zero rows included); the dtype and the other dimensions may
+        not (:class:`pytfcomm.MismatchError` on every rank). Every rank's row count
+        travels in the negotiation the call makes anyway, so equal counts cost what they
+        always did (and run the equal all-gather). ``out``, when given, must have the
+        result's shape (``size`` times ``x.shape[0]`` rows when the counts are equal);
+        otherwise this rank raises :class:`pytfcomm.InvalidArgumentError` after the
+        others got their result. DLPack (GPU) tensors: equal counts only.
+        """
         if _dlpack.is_dlpack(x):
             if len(x.shape) == 0:
                 raise InvalidArgumentError("allgather needs an array with at least one dimension")
@@ -426,16 +465,54 @@ class Communicator:
         x = _check_input(x)
         if x.ndim == 0:
             raise InvalidArgumentError("allgather needs an array with at least one dimension")
-        shape = (x.shape[0] * self.size, *x.shape[1:])
-        out = (
-            np.empty(shape, x.dtype)
-            if out is None
-            else _check_out(out, shape, x.dtype, x, in_place=False)
-        )
-        self._core.allgather(
-            x, out, dtype_code(x.dtype), _timeout(timeout), shape_tag(x.shape), _check_name(name)
-        )
-        return out
+        code = dtype_code(x.dtype)
+        row = x.shape[1:]
+        row_elems = _row_elems(row)
+        # The dtype and the row's shape must agree across ranks; the digest has both.
+        tag = _shape_tag((code, x.ndim, *row))
+        if out is not None:
+            out = _check_input(out, "out")
+            if out.dtype != x.dtype or out.shape[1:] != row or out.ndim != x.ndim:
+                raise InvalidArgumentError(
+                    f"out has dtype {out.dtype} and shape {out.shape}, but the result is "
+                    f"{x.dtype} with rows of shape {row}"
+                )
+            if not out.flags.writeable:
+                raise InvalidArgumentError("out is read-only; pass a writable array")
+            _check_overlap(x, out, in_place=False)
+        if row_elems == 0:
+            # Rows of no bytes: gather one byte per row, so that the counts are rows.
+            _, counts = self._core.allgatherv(
+                np.zeros(x.shape[0], np.uint8),
+                dtype_code(np.dtype(np.uint8)),
+                _timeout(timeout),
+                tag,
+                _check_name(name),
+            )
+            shape = (int(counts.sum()), *row)
+            if out is None:
+                return np.empty(shape, x.dtype)
+            if out.shape != shape:
+                raise InvalidArgumentError(f"out has shape {out.shape} but the result has {shape}")
+            return out
+        if out is not None:
+            _, counts = self._core.allgatherv(
+                x, code, _timeout(timeout), tag, _check_name(name), out, True
+            )
+            if int(counts.sum()) != out.size:
+                raise InvalidArgumentError(
+                    f"out has {out.shape[0]} rows but the gathered result has "
+                    f"{int(counts.sum()) // row_elems} (rows per rank: "
+                    f"{(counts // row_elems).tolist()}); out was left as it was"
+                )
+            return out
+        # Allocated here for equal counts (the common case: NumPy's allocation, as
+        # before); unequal ones get a buffer the core allocates once it knows the sum.
+        guess = np.empty((x.shape[0] * self.size, *row), x.dtype)
+        data, _ = self._core.allgatherv(x, code, _timeout(timeout), tag, _check_name(name), guess)
+        if data is None:
+            return guess
+        return data.view(x.dtype).reshape((-1, *row))
 
     def allgatherv(
         self,
@@ -444,55 +521,65 @@ class Communicator:
         timeout: float | None = None,
         name: str | None = None,
     ) -> np.ndarray:
-        """Concatenate every rank's ``x`` along axis 0, in rank order; ``x.shape[0]`` may
-        differ per rank (``MPI_Allgatherv``), the other dimensions and the dtype may not.
-
-        Two collectives: a size exchange (every rank's row count, tagged with the dtype
-        and the shape of a row, so ranks that disagree on those get
-        :class:`pytfcomm.MismatchError` on every rank), then an all-gather of blocks
-        padded to the largest count, squeezed into the result (equal counts need no
-        padding). NumPy arrays only: for DLPack tensors pad to the largest count and
-        use :meth:`allgather`.
-        """
+        """:meth:`allgather` (which takes a different ``x.shape[0]`` per rank); kept for
+        callers of the name ``MPI_Allgatherv``. NumPy arrays only."""
         if _dlpack.is_dlpack(x):
             raise InvalidArgumentError(
                 "allgatherv takes NumPy arrays; for DLPack tensors pad every rank's rows to "
                 "the largest count and use allgather"
             )
+        return self.allgather(x, timeout=timeout, name=name)
+
+    def alltoall(
+        self,
+        x: np.ndarray,
+        splits: Sequence[int] | np.ndarray | None = None,
+        *,
+        timeout: float | None = None,
+        name: str | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Send ``splits[i]`` rows of ``x`` (consecutive, in rank order) to rank ``i``.
+
+        Returns ``(received, received_splits)``: the rows every rank sent this one,
+        concatenated in rank order, and how many came from each rank (an ``int64``
+        array of ``size`` entries) -- Horovod's ``alltoall``. ``splits=None`` splits
+        ``x`` into ``size`` equal parts (``x.shape[0]`` must be divisible by
+        ``size``). Splits of the wrong length, negative or not adding up to
+        ``x.shape[0]`` raise :class:`pytfcomm.InvalidArgumentError` on this rank before
+        anything moves; ranks that disagree on the dtype or the shape of a row get
+        :class:`pytfcomm.MismatchError` on every rank. Pairwise exchange: in step k
+        every rank sends to rank + k and receives from rank - k. NumPy arrays only.
+        """
+        if _dlpack.is_dlpack(x):
+            raise InvalidArgumentError("alltoall takes NumPy arrays (no DLPack tensors yet)")
         x = _check_input(x)
         if x.ndim == 0:
-            raise InvalidArgumentError("allgatherv needs an array with at least one dimension")
+            raise InvalidArgumentError("alltoall needs an array with at least one dimension")
         rows = x.shape[0]
-        tag = shape_tag((dtype_code(x.dtype), x.ndim, *x.shape[1:]))
-        counts = np.empty(self.size, np.int64)
-        self._core.allgather(
-            np.array([rows], np.int64),
-            counts,
-            dtype_code(np.dtype(np.int64)),
-            _timeout(timeout),
-            tag,
-            _check_name(name),
+        if splits is None:
+            if rows % self.size:
+                raise InvalidArgumentError(
+                    f"alltoall without splits needs axis 0 divisible by the number of ranks "
+                    f"({self.size}), got shape {x.shape}; pass splits="
+                )
+            split_rows = np.full(self.size, rows // self.size, np.int64)
+        else:
+            split_rows = _check_splits(splits, self.size, rows)
+        code = dtype_code(x.dtype)
+        row = x.shape[1:]
+        row_elems = _row_elems(row)
+        tag = _shape_tag((code, x.ndim, *row))
+        dtype = x.dtype
+        if row_elems == 0:
+            # Rows of no bytes: send one byte per row so that the counts are rows.
+            x, code, row_elems = np.zeros(rows, np.uint8), dtype_code(np.dtype(np.uint8)), 1
+        data, counts = self._core.alltoallv(
+            x, split_rows * row_elems, code, _timeout(timeout), tag, _check_name(name)
         )
-        most, total = int(counts.max()), int(counts.sum())
-        out = np.empty((total, *x.shape[1:]), x.dtype)
-        if out.size == 0:
-            return out
-        if most * self.size == total:
-            self._core.allgather(
-                x, out, dtype_code(x.dtype), _timeout(timeout), 0, _check_name(name)
-            )
-            return out
-        block = np.zeros((most, *x.shape[1:]), x.dtype)
-        block[:rows] = x
-        padded = np.empty((most * self.size, *x.shape[1:]), x.dtype)
-        self._core.allgather(
-            block, padded, dtype_code(x.dtype), _timeout(timeout), 0, _check_name(name)
-        )
-        start = 0
-        for r, n in enumerate(counts.tolist()):
-            out[start : start + n] = padded[r * most : r * most + n]
-            start += n
-        return out
+        received = (counts // row_elems).astype(np.int64)
+        if x.dtype != dtype:
+            return np.empty((int(received.sum()), *row), dtype), received
+        return data.view(dtype).reshape((-1, *row)), received
 
     def reduce_scatter(
         self,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "algorithms/collective.h"
 #include "common/dtype.h"
@@ -46,6 +47,24 @@ void reduce_scatter(const Context& c, const Group& g, const void* in, void* out,
 // Every member gets `count` elements from each member, in member order.
 void allgather(const Context& c, const Group& g, const void* in, void* out, size_t count,
                DType dtype);
+
+// Every member gets counts[i] elements from member i, in member order
+// (`out` holds their sum; counts may be 0). Ring: each step forwards one
+// block at its own size.
+void allgatherv(const Context& c, const Group& g, const void* in, void* out, const uint64_t* counts,
+                DType dtype);
+
+// The first part of an all-to-all with sizes: recv_counts[i] = what member
+// i sends this one (its send_counts[me]); one 8-byte message to and from
+// every peer.
+void alltoallv_counts(const Context& c, const Group& g, const uint64_t* send_counts,
+                      uint64_t* recv_counts);
+
+// Member i gets send_counts[i] elements of `in` (blocks in member order);
+// `out` receives recv_counts[j] elements from member j, in member order.
+// Pairwise exchange: step k sends to me + k and receives from me - k.
+void alltoallv(const Context& c, const Group& g, const void* in, const uint64_t* send_counts,
+               void* out, const uint64_t* recv_counts, DType dtype);
 
 // buf on every member = buf of member `root` (group index).
 void broadcast(const Context& c, const Group& g, void* buf, size_t count, DType dtype, int root);

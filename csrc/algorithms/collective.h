@@ -15,13 +15,15 @@ namespace pytfcomm::algorithms {
 
 // X(enumerator, wire value, name) of MessageMeta::kind; the names are for
 // messages and labels.
-#define PTC_COLLECTIVE_KINDS(X)          \
-  X(kAllreduce, 1, "allreduce")          \
-  X(kBroadcast, 2, "broadcast")          \
-  X(kAllgather, 3, "allgather")          \
-  X(kReduceScatter, 4, "reduce_scatter") \
-  X(kBarrier, 5, "barrier")              \
-  X(kNegotiate, 6, "negotiation round") /* not a collective: a negotiation's frames */
+#define PTC_COLLECTIVE_KINDS(X)                                                        \
+  X(kAllreduce, 1, "allreduce")                                                        \
+  X(kBroadcast, 2, "broadcast")                                                        \
+  X(kAllgather, 3, "allgather")                                                        \
+  X(kReduceScatter, 4, "reduce_scatter")                                               \
+  X(kBarrier, 5, "barrier")                                                            \
+  X(kNegotiate, 6, "negotiation round") /* not a collective: a negotiation's frames */ \
+  X(kAllgatherv, 7, "allgatherv")                                                      \
+  X(kAlltoallv, 8, "alltoallv")
 
 enum class CollectiveKind : uint8_t { PTC_COLLECTIVE_KINDS(PTC_CODE_ENUMERATOR) };
 static_assert(static_cast<uint8_t>(CollectiveKind::kNegotiate) == transport::kNegotiationKind,
@@ -53,6 +55,8 @@ enum class Phase : uint8_t {
   kChain = 8,
   kDissemination = 9,
   kOneShot = 10,
+  kPairwise = 11,  // alltoallv's data
+  kCounts = 12,    // alltoallv's counts
 };
 
 // An ordered subset of the communicator's ranks; algorithms address peers

@@ -2,6 +2,12 @@
 // Python layer (pytfcomm/communicator.py); this layer re-checks what would
 // be memory-unsafe to get wrong (sizes, contiguity, writability) and
 // releases the GIL for every collective.
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <optional>
+#include <vector>
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -40,6 +46,35 @@ size_t checked_count(const py::array& a, DType dt, const char* what) {
                 pytfcomm::dtype_size(dt));
   return static_cast<size_t>(a.size());
 }
+
+// The result of a collective whose size only the engine learns (allgatherv,
+// alltoallv): allocated by alloc() on the engine's thread without the GIL,
+// handed to NumPy (as bytes; Python views them with the dtype) after.
+struct VarResult {
+  char* data = nullptr;
+  size_t bytes = 0;
+  size_t elem = 1;
+  void* alloc(uint64_t count) {
+    bytes = static_cast<size_t>(count) * elem;
+    // Large results as NumPy allocates them: 2 MiB aligned, huge pages
+    // advised (else first-touch page faults alone doubled a 64 MiB gather).
+    constexpr size_t kHuge = size_t{2} << 20;
+    const size_t align = bytes >= 2 * kHuge ? kHuge : 64;
+    data = static_cast<char*>(
+        std::aligned_alloc(align, (std::max<size_t>(bytes, 1) + align - 1) / align * align));
+    if (data && align == kHuge) madvise(data, bytes, MADV_HUGEPAGE);
+    return data;  // null when out of memory: the call takes part, then fails here
+  }
+  py::tuple finish(py::array_t<uint64_t>& counts) {
+    if (data == nullptr) PTC_THROW(kInternal, "out of memory for a result of ", bytes, " bytes");
+    py::capsule owner(data, [](void* p) { std::free(p); });
+    char* p = data;
+    data = nullptr;
+    return py::make_tuple(
+        py::array_t<uint8_t>({bytes}, {size_t{1}}, reinterpret_cast<uint8_t*>(p), owner), counts);
+  }
+  ~VarResult() { std::free(data); }
+};
 
 void* writable(py::array& a, const char* what) {
   PTC_CHECK_ARG(a.writeable(), what, " is read-only");
@@ -230,6 +265,85 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("src"), py::arg("dst"), py::arg("dtype"), py::arg("timeout"),
           py::arg("shape_tag") = 0, py::arg("name") = "")
+      .def(
+          "allgatherv",
+          [](Communicator& c, const py::array& src, int dtype, double timeout, uint32_t shape_tag,
+             const std::string& name, std::optional<py::array> dst, bool dst_only) -> py::tuple {
+            DType dt = to_dtype(dtype);
+            size_t n = checked_count(src, dt, "input");
+            py::array_t<uint64_t> counts(static_cast<py::ssize_t>(c.size()));
+            uint64_t* cp = counts.mutable_data();
+            VarResult res;
+            res.elem = pytfcomm::dtype_size(dt);
+            // dst: where the result goes when it is exactly dst's size; else
+            // a buffer of our own, or nowhere with dst_only (the counts say why).
+            void* fixed = nullptr;
+            size_t fixed_count = 0;
+            bool used_dst = false;
+            if (dst) {
+              fixed_count = checked_count(*dst, dt, "output");
+              fixed = writable(*dst, "output");
+            }
+            const void* in = src.data();
+            pytfcomm::CallKey key{name};
+            {
+              pytfcomm::Blocking blocking;
+              c.allgatherv(
+                  in, n, dt,
+                  [&](uint64_t total) -> void* {
+                    if (fixed && total == fixed_count) {
+                      used_dst = true;
+                      return fixed;
+                    }
+                    return dst_only ? nullptr : res.alloc(total);
+                  },
+                  cp, timeout, shape_tag, &key);
+            }
+            if (used_dst || dst_only) return py::make_tuple(py::none(), counts);
+            return res.finish(counts);
+          },
+          py::arg("src"), py::arg("dtype"), py::arg("timeout"), py::arg("shape_tag") = 0,
+          py::arg("name") = "", py::arg("dst") = py::none(), py::arg("dst_only") = false,
+          "Every rank's src (its own element count) in rank order: (bytes of the result, or None "
+          "when it went into dst, which it does when it has exactly dst's size; element count "
+          "of each rank). dst_only: never anywhere else (a result of another size is dropped)")
+      .def(
+          "alltoallv",
+          [](Communicator& c, const py::array& src, const py::array_t<int64_t>& splits, int dtype,
+             double timeout, uint32_t shape_tag, const std::string& name) {
+            DType dt = to_dtype(dtype);
+            size_t n = checked_count(src, dt, "input");
+            PTC_CHECK_ARG(splits.ndim() == 1 && splits.size() == c.size(),
+                          "alltoallv needs one split per rank (", c.size(), "), got ",
+                          splits.size());
+            std::vector<uint64_t> send(static_cast<size_t>(c.size()));
+            uint64_t sum = 0;
+            for (int i = 0; i < c.size(); ++i) {
+              const int64_t s = splits.at(i);
+              PTC_CHECK_ARG(s >= 0, "alltoallv's splits must be >= 0, got ", s, " for rank ", i);
+              send[static_cast<size_t>(i)] = static_cast<uint64_t>(s);
+              sum += static_cast<uint64_t>(s);
+            }
+            PTC_CHECK_ARG(sum == n, "alltoallv's splits add up to ", sum,
+                          " elements but the input has ", n);
+            py::array_t<uint64_t> counts(static_cast<py::ssize_t>(c.size()));
+            uint64_t* cp = counts.mutable_data();
+            VarResult res;
+            res.elem = pytfcomm::dtype_size(dt);
+            const void* in = src.data();
+            pytfcomm::CallKey key{name};
+            {
+              pytfcomm::Blocking blocking;
+              c.alltoallv(
+                  in, send.data(), dt, [&res](uint64_t total) { return res.alloc(total); }, cp,
+                  timeout, shape_tag, &key);
+            }
+            return res.finish(counts);
+          },
+          py::arg("src"), py::arg("splits"), py::arg("dtype"), py::arg("timeout"),
+          py::arg("shape_tag") = 0, py::arg("name") = "",
+          "splits[i] elements of src to rank i; (bytes of what every rank sent this one, in "
+          "rank order, element count from each rank)")
       .def(
           "reduce_scatter",
           [](Communicator& c, const py::array& src, py::array& dst, int dtype, int op,

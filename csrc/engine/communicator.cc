@@ -314,6 +314,17 @@ void Communicator::run_requests(Request* const* rs, size_t n, const CallKey* key
         continue;
       }
       const auto kind = r.desc.kind;
+      if (count_per_rank(kind)) {
+        r.recv_counts[0] = r.desc.count;
+        void* out = nullptr;
+        try {
+          out = r.alloc_out(r.desc.count);
+        } catch (...) {
+          out = nullptr;
+        }
+        if (out && r.bytes()) std::memcpy(out, r.in, r.bytes());
+        continue;
+      }
       if (kind != CollectiveKind::kBarrier && kind != CollectiveKind::kBroadcast && r.out != r.in &&
           r.bytes()) {
         std::memcpy(r.out, r.in, r.bytes());
@@ -424,6 +435,48 @@ void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType
                 "reduce_scatter's input and output overlap; pass an output array of its own");
   run_sync(CollectiveKind::kReduceScatter, in, out, count, dtype, op, Algorithm::kAuto, 0,
            timeout_s, shape_tag, key);
+}
+
+void Communicator::allgatherv(const void* in, size_t count, DType dtype,
+                              const std::function<void*(uint64_t)>& alloc, uint64_t* counts,
+                              double timeout_s, uint32_t shape_tag, const CallKey* key) {
+  PTC_CHECK_ARG(alloc != nullptr && counts != nullptr, "allgatherv needs alloc and counts");
+  Request r;
+  r.desc.kind = CollectiveKind::kAllgatherv;
+  r.desc.dtype = dtype;
+  r.desc.shape_tag = shape_tag;
+  r.desc.count = count;
+  r.in = in;
+  r.alloc_out = alloc;
+  r.recv_counts = counts;
+  r.timeout_s = timeout_s > 0 ? timeout_s : timeout_s_;
+  Request* one = &r;
+  run_requests(&one, 1, key);
+}
+
+void Communicator::alltoallv(const void* in, const uint64_t* send_counts, DType dtype,
+                             const std::function<void*(uint64_t)>& alloc, uint64_t* recv_counts,
+                             double timeout_s, uint32_t shape_tag, const CallKey* key) {
+  PTC_CHECK_ARG(alloc != nullptr && send_counts != nullptr && recv_counts != nullptr,
+                "alltoallv needs send counts, alloc and receive counts");
+  uint64_t count = 0;
+  for (int i = 0; i < size_; ++i) {
+    PTC_CHECK_ARG(send_counts[i] <= (uint64_t{1} << 60) - count,
+                  "alltoallv's send counts add up to an impossible size");
+    count += send_counts[i];
+  }
+  Request r;
+  r.desc.kind = CollectiveKind::kAlltoallv;
+  r.desc.dtype = dtype;
+  r.desc.shape_tag = shape_tag;
+  r.desc.count = count;
+  r.in = in;
+  r.alloc_out = alloc;
+  r.send_counts = send_counts;
+  r.recv_counts = recv_counts;
+  r.timeout_s = timeout_s > 0 ? timeout_s : timeout_s_;
+  Request* one = &r;
+  run_requests(&one, 1, key);
 }
 
 void Communicator::barrier(double timeout_s, const CallKey* key) {

@@ -100,6 +100,29 @@ class Communicator {
                       double timeout_s, uint32_t shape_tag = 0, const CallKey* key = nullptr);
   void barrier(double timeout_s, const CallKey* key = nullptr);
 
+  // Collectives whose sizes differ per rank. `alloc(total)` is called once,
+  // on whichever thread drives the engine, when the result's element count
+  // is known; it returns where the result goes (null, or a throw: nowhere;
+  // this rank still takes part so that the others finish, and the call
+  // returns normally: the caller reports why it had no buffer).
+  // shape_tag: a digest of the dtype-independent shape of one row, which
+  // must agree on every rank (as must the dtype).
+  //
+  // allgatherv: every rank contributes `count` elements (its own count);
+  // the result is all of them in rank order, counts[i] from rank i (size()
+  // entries, filled). The counts travel in the negotiation: no message of
+  // their own, and equal counts run the equal all-gather.
+  void allgatherv(const void* in, size_t count, DType dtype,
+                  const std::function<void*(uint64_t)>& alloc, uint64_t* counts, double timeout_s,
+                  uint32_t shape_tag = 0, const CallKey* key = nullptr);
+  // alltoallv: send_counts[i] elements of `in` (blocks in rank order) go
+  // to rank i; the result is what every rank sent this one, in rank order,
+  // recv_counts[i] (filled) from rank i. Pairwise exchange, after one
+  // 8-byte message to and from every peer with the counts.
+  void alltoallv(const void* in, const uint64_t* send_counts, DType dtype,
+                 const std::function<void*(uint64_t)>& alloc, uint64_t* recv_counts,
+                 double timeout_s, uint32_t shape_tag = 0, const CallKey* key = nullptr);
+
   // A request's `external` (engine/external.h) lets another backend move
   // the data of a negotiated collective: make_request() with null buffers,
   // set it, and run_requests().

@@ -96,6 +96,7 @@ bool Communicator::eager_input(const Request& r, size_t* data_bytes) const {
       if (alg != Algorithm::kAuto && alg != Algorithm::kOneShot) return false;
       [[fallthrough]];
     case algorithms::CollectiveKind::kAllgather:
+    case algorithms::CollectiveKind::kAllgatherv:
       if (bytes > eager_bytes_) return false;
       *data_bytes = bytes;
       return true;

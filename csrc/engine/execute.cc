@@ -31,6 +31,20 @@ transport::MessageMeta meta_of(const Request& r, uint32_t seq) {
   return m;
 }
 
+// Where a per-rank-count collective's `total` elements go: the caller's
+// alloc_out, or scratch when it has none for them (this rank still takes
+// part, so that the others finish; its caller knows why it gave none).
+void* result_buffer(Request& r, uint64_t total, algorithms::Workspace& ws) {
+  void* out = nullptr;
+  try {
+    if (r.alloc_out) out = r.alloc_out(total);
+  } catch (...) {
+    out = nullptr;
+  }
+  if (out == nullptr) out = ws.get(15, static_cast<size_t>(total) * dtype_size(r.desc.dtype));
+  return out;
+}
+
 }  // namespace
 
 void Communicator::execute_eager(Request& r, const Decision& d) {
@@ -61,6 +75,16 @@ void Communicator::execute_eager(Request& r, const Decision& d) {
         std::memcpy(r.out, d.data[static_cast<size_t>(r.desc.root)], bytes);
       }
       return;
+    case CollectiveKind::kAllgatherv: {
+      // Counts came with the records; inputs too, each of its own size.
+      char* out = static_cast<char*>(r.out);
+      for (int i = 0; i < size_; ++i) {
+        const size_t n = static_cast<size_t>(r.recv_counts[i]) * dtype_size(dt);
+        if (n) std::memcpy(out, d.data[static_cast<size_t>(i)], n);
+        out += n;
+      }
+      return;
+    }
     case CollectiveKind::kAllgather:
       for (int i = 0; i < size_ && bytes; ++i) {
         std::memcpy(static_cast<char*>(r.out) + static_cast<size_t>(i) * bytes,
@@ -74,7 +98,19 @@ void Communicator::execute_eager(Request& r, const Decision& d) {
 
 void Communicator::execute(Request& r, const Decision& d) {
   const uint32_t seq = exec_seq_++;
-  const transport::MessageMeta meta = meta_of(r, seq);
+  transport::MessageMeta meta = meta_of(r, seq);
+  if (r.desc.kind == CollectiveKind::kAllgatherv) {
+    // Every rank's count came with the negotiation: no message of its own.
+    uint64_t total = 0;
+    for (int i = 0; i < size_; ++i) {
+      r.recv_counts[i] = d.counts.empty() ? r.desc.count : d.counts[static_cast<size_t>(i)];
+      total += r.recv_counts[i];
+    }
+    meta.count = total;  // the same on every rank, unlike each one's count
+    r.out = result_buffer(r, total, workspace_);
+  } else if (r.desc.kind == CollectiveKind::kAlltoallv) {
+    meta.count = 0;  // counts are per rank and per pair; the messages' sizes say them
+  }
   const char* name = algorithms::kind_name(r.desc.kind);
   const size_t bytes = r.bytes();
   const int64_t start_ns = timeline_ ? Timeline::now_ns() : 0;
@@ -170,6 +206,29 @@ void Communicator::run_algorithm(Request& r, const transport::MessageMeta& meta)
       if (timeline_) timeline_->note_algorithm("ring", nullptr);
       algorithms::reduce_scatter(ctx, world_, r.in, r.out, count, dt, r.desc.op, size_);
       break;
+    case CollectiveKind::kAllgatherv: {
+      const uint64_t* counts = r.recv_counts;
+      bool equal = true;
+      for (int i = 1; i < size_; ++i) equal &= counts[i] == counts[0];
+      if (equal) {
+        // Equal counts: the very all-gather of equal blocks, no cost for the v.
+        if (timeline_) timeline_->note_algorithm("ring", nullptr);
+        algorithms::allgather(ctx, world_, r.in, r.out, static_cast<size_t>(counts[0]), dt);
+      } else {
+        if (timeline_) timeline_->note_algorithm("ringv", nullptr);
+        algorithms::allgatherv(ctx, world_, r.in, r.out, counts, dt);
+      }
+      break;
+    }
+    case CollectiveKind::kAlltoallv: {
+      if (timeline_) timeline_->note_algorithm("pairwise", nullptr);
+      algorithms::alltoallv_counts(ctx, world_, r.send_counts, r.recv_counts);
+      uint64_t total = 0;
+      for (int i = 0; i < size_; ++i) total += r.recv_counts[i];
+      r.out = result_buffer(r, total, workspace_);
+      algorithms::alltoallv(ctx, world_, r.in, r.send_counts, r.out, r.recv_counts, dt);
+      break;
+    }
     default:
       break;
   }

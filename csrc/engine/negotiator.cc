@@ -59,7 +59,9 @@ bool Negotiator::eager_ok(const CollectiveKey& k) const {
 std::string Negotiator::disagreement(const CollectiveKey& k) const {
   const Descriptor& d0 = tables_[0].at(k).desc;
   bool same = true;
-  for (int r = 1; r < size_ && same; ++r) same = tables_[static_cast<size_t>(r)].at(k).desc == d0;
+  for (int r = 1; r < size_ && same; ++r) {
+    same = same_collective(tables_[static_cast<size_t>(r)].at(k).desc, d0);
+  }
   if (same) return "";
   // Group the ranks by what they asked for: "rank 0: ...; ranks 1, 2: ...".
   std::vector<std::pair<std::string, std::vector<int>>> groups;
@@ -110,6 +112,12 @@ std::vector<Decision> Negotiator::decide() {
     d.mine = mine->second;
     d.mismatch = disagreement(k);
     if (d.mismatch.empty()) {
+      if (count_per_rank(lead.at(k).desc.kind)) {
+        d.counts.resize(static_cast<size_t>(size_));
+        for (int r = 0; r < size_; ++r) {
+          d.counts[static_cast<size_t>(r)] = tables_[static_cast<size_t>(r)].at(k).desc.count;
+        }
+      }
       d.eager = eager_ok(k);
       if (d.eager) {
         d.data.resize(static_cast<size_t>(size_));

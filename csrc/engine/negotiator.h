@@ -32,6 +32,9 @@ struct Decision {
   std::string mismatch;           // why the ranks disagree ("": they agree)
   bool eager = false;             // runs on the round's records, no further message
   std::vector<const char*> data;  // eager inputs by rank (null: none)
+  // Every rank's count, for per-rank-count kinds (empty: all equal to this
+  // rank's, as when the one-entry fast path decided).
+  std::vector<uint64_t> counts;
 };
 
 class Negotiator {

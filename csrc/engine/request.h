@@ -52,6 +52,23 @@ inline bool operator==(const Descriptor& a, const Descriptor& b) {
          a.root == b.root && a.shape_tag == b.shape_tag && a.count == b.count;
 }
 
+// Kinds whose element count is each rank's own (allgatherv: what it
+// contributes, alltoallv: what it sends in all); their shape_tag digests
+// the shape of one row, which must agree.
+inline bool count_per_rank(algorithms::CollectiveKind k) {
+  return k == algorithms::CollectiveKind::kAllgatherv ||
+         k == algorithms::CollectiveKind::kAlltoallv;
+}
+
+// Whether two ranks' descriptors describe one collective: equal, but for
+// the count of a per-rank-count kind.
+inline bool same_collective(const Descriptor& a, const Descriptor& b) {
+  if (!count_per_rank(a.kind)) return a == b;
+  Descriptor c = b;
+  c.count = a.count;
+  return a == c;
+}
+
 class Request {
  public:
   CollectiveKey key;
@@ -62,6 +79,16 @@ class Request {
   // Set: another backend moves the data (engine/external.h); `in` and `out`
   // are then unused and nothing of the data travels in the rounds.
   ExternalCollective* external = nullptr;
+  // Per-rank-count kinds (count_per_rank()): `out` is unused; once every
+  // rank's count is known the engine calls alloc_out(total elements) on its
+  // thread for where the result goes (null: nowhere; this rank still takes
+  // part, through scratch, and its caller reports why). recv_counts
+  // (size() entries) receives the count of each rank: its contribution
+  // (allgatherv) or what it sent this rank (alltoallv). send_counts
+  // (alltoallv, size() entries, summing to desc.count): what goes to each.
+  std::function<void*(uint64_t)> alloc_out;
+  uint64_t* recv_counts = nullptr;
+  const uint64_t* send_counts = nullptr;
   double timeout_s = 0;  // resolved (> 0)
   TimePoint deadline = TimePoint::max();
   int64_t submit_ns = 0;  // for the timeline

@@ -16,8 +16,8 @@ size_t table_bytes(size_t entries, size_t withdrawals) {
 }
 
 bool valid_kind(uint8_t k) {
-  return k >= static_cast<uint8_t>(algorithms::CollectiveKind::kAllreduce) &&
-         k <= static_cast<uint8_t>(algorithms::CollectiveKind::kBarrier);
+  return valid_code<algorithms::CollectiveKind>(k) &&
+         k != static_cast<uint8_t>(algorithms::CollectiveKind::kNegotiate);
 }
 
 }  // namespace

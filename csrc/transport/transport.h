@@ -38,7 +38,7 @@ inline bool operator==(const MessageMeta& a, const MessageMeta& b) {
 }
 
 // MessageMeta::kind of the frames that carry negotiation records (the
-// collectives' kinds are 1..5, algorithms/collective.h).
+// collectives' kinds are 1..5 and 7.., algorithms/collective.h).
 constexpr uint8_t kNegotiationKind = 6;
 
 // Identifies a posted operation; valid until the transport is destroyed.

@@ -210,6 +210,113 @@ TEST(Algorithms, BroadcastAllgatherReduceScatterBarrier) {
   }
 }
 
+// Counts per rank: zero-count ranks, uneven ones, a large one.
+std::vector<uint64_t> counts_of(int n, int pattern) {
+  std::vector<uint64_t> c(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    switch (pattern) {
+      case 0:  // all zero
+        c[static_cast<size_t>(i)] = 0;
+        break;
+      case 1:  // uneven, some zero
+        c[static_cast<size_t>(i)] = static_cast<uint64_t>((i * 37) % 5 == 0 ? 0 : i * 1001 + 3);
+        break;
+      case 2:  // one large (many segments), the rest small
+        c[static_cast<size_t>(i)] = i == n / 2 ? 300001 : static_cast<uint64_t>(i + 1);
+        break;
+      default:  // equal
+        c[static_cast<size_t>(i)] = 4099;
+    }
+  }
+  return c;
+}
+
+TEST(Algorithms, AllgathervOfUnevenAndZeroCounts) {
+  for (int n = 1; n <= 7; ++n) {
+    auto errors = run_in_memory(n, [&](transport::Transport& t) {
+      const int r = t.rank();
+      const Group world = world_of(t);
+      algorithms::Workspace ws;
+      uint32_t seq = 0;
+      for (int pattern = 0; pattern < 4; ++pattern) {
+        const std::vector<uint64_t> counts = counts_of(n, pattern);
+        const uint64_t total = std::accumulate(counts.begin(), counts.end(), uint64_t{0});
+        std::vector<int32_t> mine(counts[static_cast<size_t>(r)] + 1);
+        for (size_t i = 0; i < mine.size(); ++i) mine[i] = r * 1000003 + static_cast<int32_t>(i);
+        std::vector<int32_t> all(total + 1, -1);
+        algorithms::Context ctx{
+            t, meta_of(CollectiveKind::kAllgatherv, DType::kInt32, ReduceOp::kSum, total, ++seq),
+            ws, kSegmentBytes};
+        algorithms::allgatherv(ctx, world, mine.data(), all.data(), counts.data(), DType::kInt32);
+        size_t at = 0;
+        for (int k = 0; k < n; ++k) {
+          for (size_t i = 0; i < counts[static_cast<size_t>(k)]; ++i, ++at) {
+            ASSERT_EQ(all[at], k * 1000003 + static_cast<int32_t>(i)) << "block " << k;
+          }
+        }
+        ASSERT_EQ(all[total], -1);  // nothing past the end
+      }
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "n " << n << " rank " << r;
+  }
+}
+
+TEST(Algorithms, AlltoallvPairwiseOfUnevenAndZeroSplits) {
+  for (int n = 1; n <= 7; ++n) {
+    auto errors = run_in_memory(n, [&](transport::Transport& t) {
+      const int r = t.rank();
+      const Group world = world_of(t);
+      algorithms::Workspace ws;
+      uint32_t seq = 0;
+      // What rank `from` sends rank `to` under `pattern`.
+      auto split = [&](int pattern, int from, int to) -> uint64_t {
+        switch (pattern) {
+          case 0:
+            return 0;
+          case 1:
+            return static_cast<uint64_t>((from + 2 * to) % 3 == 0 ? 0 : from * 7 + to * 3 + 1);
+          case 2:
+            return from == 0 && to == n - 1 ? 200003 : static_cast<uint64_t>(to + 1);
+          default:
+            return 777;
+        }
+      };
+      auto value = [](int from, int to, size_t i) {
+        return static_cast<int64_t>(from) * 1000000007 + to * 1000003 + static_cast<int64_t>(i);
+      };
+      for (int pattern = 0; pattern < 4; ++pattern) {
+        std::vector<uint64_t> send(static_cast<size_t>(n)), recv(static_cast<size_t>(n), 99);
+        std::vector<int64_t> in;
+        for (int to = 0; to < n; ++to) {
+          send[static_cast<size_t>(to)] = split(pattern, r, to);
+          for (size_t i = 0; i < send[static_cast<size_t>(to)]; ++i) in.push_back(value(r, to, i));
+        }
+        in.push_back(-2);  // never null
+        algorithms::Context ctx{
+            t, meta_of(CollectiveKind::kAlltoallv, DType::kInt64, ReduceOp::kSum, 0, ++seq), ws,
+            kSegmentBytes};
+        algorithms::alltoallv_counts(ctx, world, send.data(), recv.data());
+        uint64_t total = 0;
+        for (int from = 0; from < n; ++from) {
+          ASSERT_EQ(recv[static_cast<size_t>(from)], split(pattern, from, r));
+          total += recv[static_cast<size_t>(from)];
+        }
+        std::vector<int64_t> out(total + 1, -1);
+        algorithms::alltoallv(ctx, world, in.data(), send.data(), out.data(), recv.data(),
+                              DType::kInt64);
+        size_t at = 0;
+        for (int from = 0; from < n; ++from) {
+          for (size_t i = 0; i < recv[static_cast<size_t>(from)]; ++i, ++at) {
+            ASSERT_EQ(out[at], value(from, r, i)) << "from " << from;
+          }
+        }
+        ASSERT_EQ(out[total], -1);
+      }
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "n " << n << " rank " << r;
+  }
+}
+
 // Every rank fails, none hangs, and the ranks that saw the disagreement say
 // it is one (their peers learn of it from their last words).
 void expect_mismatch_everywhere(int n, const std::vector<std::string>& errors,

@@ -91,6 +91,91 @@ TEST(Collectives, BroadcastAllgatherReduceScatterBarrier) {
   }
 }
 
+// Per-rank counts through the engine: small (within the round), large
+// (the ring), equal (the equal all-gather), zero; the counts come back.
+TEST(Collectives, AllgathervAndAlltoallvWithPerRankCounts) {
+  for (int n : {1, 2, 3}) {
+    run_ranks(n, [&](Communicator& comm) {
+      const int r = comm.rank();
+      for (size_t scale : {size_t{1}, size_t{40000}}) {
+        for (bool equal : {false, true}) {
+          const size_t mine = equal ? 3 * scale : (r == 1 ? 0 : (r + 1) * scale);
+          std::vector<int32_t> in(mine + 1, r);
+          std::vector<int32_t> out;
+          std::vector<uint64_t> counts(static_cast<size_t>(n), 99);
+          comm.allgatherv(
+              in.data(), mine, DType::kInt32,
+              [&](uint64_t total) {
+                out.assign(total + 1, -1);
+                return static_cast<void*>(out.data());
+              },
+              counts.data(), 0, 0x1234);
+          size_t at = 0;
+          for (int k = 0; k < n; ++k) {
+            const size_t want = equal ? 3 * scale : (k == 1 ? 0 : (k + 1) * scale);
+            ASSERT_EQ(counts[static_cast<size_t>(k)], want);
+            for (size_t i = 0; i < want; ++i, ++at) ASSERT_EQ(out[at], k);
+          }
+          ASSERT_EQ(out.size(), at + 1);
+        }
+        // alltoallv: rank r sends (r + 1) * (to + 1) * scale elements to rank `to`.
+        std::vector<uint64_t> send(static_cast<size_t>(n)), recv(static_cast<size_t>(n));
+        std::vector<int64_t> in;
+        for (int to = 0; to < n; ++to) {
+          send[static_cast<size_t>(to)] =
+              to == r ? 0 : static_cast<uint64_t>((r + 1) * (to + 1)) * scale;
+          in.insert(in.end(), send[static_cast<size_t>(to)], int64_t{r} * 100 + to);
+        }
+        in.push_back(0);
+        std::vector<int64_t> out;
+        comm.alltoallv(
+            in.data(), send.data(), DType::kInt64,
+            [&](uint64_t total) {
+              out.assign(total + 1, -1);
+              return static_cast<void*>(out.data());
+            },
+            recv.data(), 0, 0x1234);
+        size_t at = 0;
+        for (int from = 0; from < n; ++from) {
+          const uint64_t want = from == r ? 0 : static_cast<uint64_t>((from + 1) * (r + 1)) * scale;
+          ASSERT_EQ(recv[static_cast<size_t>(from)], want);
+          for (size_t i = 0; i < want; ++i, ++at) ASSERT_EQ(out[at], int64_t{from} * 100 + r);
+        }
+      }
+    });
+  }
+}
+
+// The row's shape or the dtype differ: a mismatch on every rank, before
+// anything moves; the communicator stays usable.
+TEST(Collectives, PerRankCountKindsThatDisagreeFailOnEveryRank) {
+  const int n = 3;
+  std::vector<int> kinds(2 * n, -1);
+  run_ranks(n, [&](Communicator& comm) {
+    const int r = comm.rank();
+    std::vector<int64_t> in(8, r), out(64);
+    std::vector<uint64_t> counts(n), send(n, 1);
+    auto alloc = [&](uint64_t) { return static_cast<void*>(out.data()); };
+    try {
+      comm.allgatherv(in.data(), 2 + r, DType::kInt64, alloc, counts.data(), 0,
+                      r == 2 ? 0x99u : 0x11u);
+    } catch (const Error& e) {
+      kinds[static_cast<size_t>(r)] = static_cast<int>(e.kind());
+    }
+    try {
+      comm.alltoallv(in.data(), send.data(), r == 0 ? DType::kFloat64 : DType::kInt64, alloc,
+                     counts.data(), 0, 0x11u);
+    } catch (const Error& e) {
+      kinds[static_cast<size_t>(n + r)] = static_cast<int>(e.kind());
+    }
+    comm.allgatherv(in.data(), 1, DType::kInt64, alloc, counts.data(), 0, 0x11u);
+    ASSERT_EQ(out[2], 2);
+  });
+  for (int i = 0; i < 2 * n; ++i) {
+    EXPECT_EQ(kinds[static_cast<size_t>(i)], static_cast<int>(ErrorKind::kMismatch)) << i;
+  }
+}
+
 // Horovod's contract: ranks that disagree all raise kMismatch (never
 // kPeerLost from a peer's abort), nothing moved, and the next collective
 // works on every rank with the right result.

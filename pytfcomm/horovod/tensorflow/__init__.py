@@ -2,7 +2,7 @@
 
 Same names, signatures, defaults and gradient conventions as Horovod's
 ``horovod.tensorflow``; see docs/horovod.md for what differs and what raises
-``NotImplementedError`` (Adasum, non-global process sets, ``join``, timelines
+``NotImplementedError`` (Adasum, ``join``, timelines
 started at run time, TF1 sessions, elastic training).
 """
 

@@ -170,6 +170,16 @@ class Communicator:
         # init(timeout=): the GPU calls need it spelled out (the core's GPU
         # communicator falls back to PYTFCOMM_TIMEOUT, not to this); -1: none.
         self._timeout_s = timeout_s
+        # How this communicator's ranks joined (secret, transport, deadlines): what
+        # split() gives the groups it makes. Set by init() and split().
+        self._join_args: dict[str, Any] = {
+            "secret": "",
+            "transport": "",
+            "connect_timeout": -1.0,
+            "timeout": timeout_s,
+            "stall_warning": -1.0,
+        }
+        self.parent_ranks: list[int] | None = None
 
     # -- identity -----------------------------------------------------------------
     @property
@@ -635,6 +645,23 @@ class Communicator:
         )
         return out
 
+    def split(self, ranks: Sequence[int], *, timeout: float | None = None) -> Communicator | None:
+        """A communicator for the group ``ranks`` (ranks of this one); None off the group.
+
+        Collective over *every* rank of this communicator, members or not, all
+        with the same ``ranks`` (in any order; otherwise :class:`MismatchError`
+        on every rank). Members get a new :class:`Communicator` whose rank is the
+        position in ``sorted(ranks)`` and whose :attr:`parent_ranks` maps it back;
+        it has its own connections (same secret, transport and deadlines as this
+        one), so its collectives never pair with this communicator's or another
+        group's. Close it when done; closing this one does not close it. If any
+        member fails to join (within the connect timeout), every rank raises
+        :class:`CommError` and no group exists.
+        """
+        from ._split import split
+
+        return split(self, ranks, timeout)
+
     def barrier(self, timeout: float | None = None, name: str | None = None) -> None:
         """Return once every rank has entered the barrier (``name``: see :meth:`allreduce`)."""
         self._core.barrier(_timeout(timeout), _check_name(name))
@@ -885,6 +912,13 @@ def init(
     # An explicit host transport asks for GPU tensors to be staged over it.
     gpu_backend = _dlpack.BACKEND_STAGED if transport in ("tcp", "shm") else _dlpack.BACKEND_AUTO
     _default = Communicator(core, spec, gpu_backend, _timeout(timeout))
+    _default._join_args = {
+        "secret": job_secret,
+        "transport": transport or "",
+        "connect_timeout": _timeout(connect_timeout),
+        "timeout": _timeout(timeout),
+        "stall_warning": stall,
+    }
     return _default
 
 

@@ -76,43 +76,53 @@ def communicator() -> Any:
 
 
 class ProcessSet:
-    """Horovod's process set. pytfcomm supports only the global one for now.
+    """Horovod's process set: a group of ranks whose collectives run among themselves.
 
-    ``ProcessSet(ranks)`` can be built, but passing one that is not the
-    global set to a collective, or to ``init``/``add_process_set``, raises
-    NotImplementedError: pytfcomm's engine runs every collective over all
-    ranks of the job (start a separate ``pytfcomm.init`` job per group instead).
+    ``ProcessSet([0, 2])`` names the group; ``hvd.init(process_sets=[...])`` or
+    ``hvd.add_process_set`` registers it (on every rank, in the same order),
+    which gives it a ``process_set_id`` and, on its members, a pytfcomm
+    sub-communicator (:meth:`pytfcomm.Communicator.split`). Collectives take
+    ``process_set=``; roots are global ranks, as in Horovod.
     """
 
     def __init__(self, ranks_or_comm: Sequence[int] | Any = None) -> None:
         self.process_set_id: int | None = None
         self.ranks: list[int] | None = None
+        self._comm: Any = None  # the sub-communicator, on members once registered
         if ranks_or_comm is not None:
-            if not isinstance(ranks_or_comm, Sequence):
+            if isinstance(ranks_or_comm, (str, bytes)) or not isinstance(ranks_or_comm, Sequence):
                 raise NotImplementedError(
                     "ProcessSet(mpi_communicator): pytfcomm has no MPI; give a list of ranks"
                 )
-            self.ranks = sorted(int(r) for r in ranks_or_comm)
+            if any(isinstance(r, bool) or not isinstance(r, int) for r in ranks_or_comm):
+                raise ValueError("ProcessSet should be initialized with a list of process ranks")
+            self.ranks = sorted(ranks_or_comm)
 
     def _is_global(self) -> bool:
         return self.process_set_id == 0
 
+    def _invalidate(self) -> None:
+        self.process_set_id = None
+        self._comm = None
+
     def size(self) -> int | None:
-        """Number of processes in the set (None before ``init`` registered it)."""
+        """Number of processes in the set (None until registered)."""
         if self._is_global():
             return size()
-        return None if self.ranks is None else len(self.ranks)
+        if self.process_set_id is None or self.ranks is None:
+            return None
+        return len(self.ranks)
 
     def rank(self) -> int | None:
-        """This process's rank within the set (None when not a member)."""
+        """This process's rank within the set (None until registered, or off the set)."""
         if self._is_global():
             return rank()
-        if self.ranks is None or rank() not in self.ranks:
+        if self.process_set_id is None or self.ranks is None or rank() not in self.ranks:
             return None
         return self.ranks.index(rank())
 
     def included(self) -> bool | None:
-        """Whether this process belongs to the set."""
+        """Whether this process belongs to the set (None when it has no ranks yet)."""
         if self._is_global():
             return True
         return None if self.ranks is None else rank() in self.ranks
@@ -130,39 +140,135 @@ class ProcessSet:
 global_process_set = ProcessSet()
 global_process_set.process_set_id = 0
 
-_PROCESS_SET_MSG = (
-    "pytfcomm.horovod supports only the global process set for now: every pytfcomm "
-    "collective runs over all ranks of the job. Use hvd.global_process_set (the default), "
-    "or start one pytfcomm job per group of ranks."
-)
+# Registered non-global sets by id, and the next id to give; the same on every rank
+# because registration is collective and in the same order everywhere.
+_sets: dict[int, ProcessSet] = {}
+_next_id = 1
+
+
+class NotAMemberError(ValueError):
+    """A collective on a process set that does not include this rank."""
+
+
+def _registered(process_set: Any) -> ProcessSet:
+    if not isinstance(process_set, ProcessSet):
+        raise ValueError(f"process_set must be an hvd.ProcessSet, got {process_set!r}")
+    ps = _sets.get(process_set.process_set_id or -1)
+    if ps is None or ps.ranks != process_set.ranks:
+        raise ValueError(
+            f"{process_set} is not registered: pass it to hvd.init(process_sets=[...]) or "
+            "hvd.add_process_set() on every rank first"
+        )
+    return ps
+
+
+def process_set_communicator(process_set: Any) -> Any:
+    """The communicator ``process_set``'s collectives run on: the job's for the global
+    set, its sub-communicator for a registered one. ValueError for an unregistered
+    set; :class:`NotAMemberError` when this rank is not in it."""
+    comm = _require()
+    if process_set is None or process_set is global_process_set:
+        return comm
+    if isinstance(process_set, ProcessSet) and process_set.process_set_id == 0:
+        return comm
+    ps = _registered(process_set)
+    if ps._comm is None:
+        raise NotAMemberError(
+            f"rank {rank()} is not in {ps}: only its members may run collectives on it"
+        )
+    return ps._comm
+
+
+def process_set_includes_me(process_set: Any) -> bool:
+    """Whether this rank is in ``process_set`` (ValueError when it is not registered)."""
+    _require()
+    if process_set is None or process_set is global_process_set:
+        return True
+    if isinstance(process_set, ProcessSet) and process_set.process_set_id == 0:
+        return True
+    return _registered(process_set)._comm is not None
 
 
 def check_process_set(process_set: Any) -> None:
-    """Raise NotImplementedError for any process set but the global one."""
-    if process_set is None or process_set is global_process_set:
-        return
-    if isinstance(process_set, ProcessSet) and process_set.process_set_id == 0:
-        return
-    if isinstance(process_set, ProcessSet) and process_set.ranks is not None and _comm is not None:
-        if process_set.ranks == list(range(size())):
-            return  # all ranks: the global set under another name
-    raise NotImplementedError(_PROCESS_SET_MSG)
+    """Raise unless ``process_set`` can run collectives on this rank."""
+    process_set_communicator(process_set)
+
+
+def set_root(comm: Any, root_rank: int) -> int:
+    """The rank within ``comm`` of global rank ``root_rank`` (Horovod's roots are global)."""
+    group = getattr(comm, "parent_ranks", None)
+    if group is None:
+        return int(root_rank)
+    if int(root_rank) not in group:
+        raise NotAMemberError(f"root rank {root_rank} is not in the process set {group}")
+    return group.index(int(root_rank))
+
+
+def process_set_by_id(process_set_id: int) -> ProcessSet:
+    """The registered set with this id (0: the global one); ValueError otherwise."""
+    _require()
+    if process_set_id == 0:
+        return global_process_set
+    if process_set_id not in _sets:
+        raise ValueError(f"no process set with id {process_set_id} is registered")
+    return _sets[process_set_id]
+
+
+def _register(ps: ProcessSet) -> ProcessSet:
+    global _next_id
+    comm = _require()
+    if ps.ranks is None:
+        raise ValueError("a process set needs a list of ranks")
+    bad = [r for r in ps.ranks if not 0 <= r < comm.size]
+    if bad or len(set(ps.ranks)) != len(ps.ranks) or not ps.ranks:
+        raise ValueError(f"{ps}: ranks must be distinct ranks in [0, {comm.size})")
+    if ps.ranks == list(range(comm.size)) or any(o.ranks == ps.ranks for o in _sets.values()):
+        raise ValueError(f"Attempted to add a duplicate process set: {ps}")
+    sub = comm.split(ps.ranks)
+    ps.process_set_id, ps._comm = _next_id, sub
+    _sets[_next_id] = ps
+    _next_id += 1
+    return ps
 
 
 def add_process_set(process_set: ProcessSet | Sequence[int]) -> ProcessSet:
-    """Horovod's ``add_process_set``: only a set of every rank (the global one) is accepted."""
+    """Register a process set after ``init`` and return it (Horovod's dynamic sets).
+
+    Collective: every rank calls it with the same ranks, in the same order of
+    calls. A set with the same ranks as a registered one (or every rank: the
+    global set) raises ValueError, as in Horovod.
+    """
     ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
-    _require()
-    if ps.ranks is not None and ps.ranks == list(range(size())):
-        return global_process_set
-    raise NotImplementedError(_PROCESS_SET_MSG)
+    return _register(ps)
 
 
 def remove_process_set(process_set: ProcessSet) -> bool:
-    """Horovod's ``remove_process_set``: the global set cannot be removed (returns False)."""
-    if process_set is global_process_set:
+    """Unregister ``process_set`` and close its sub-communicator; False for the global
+    set or a set that is not registered. Collective: every rank calls it (a barrier
+    first, so no member closes while another still runs collectives on it)."""
+    if process_set is global_process_set or process_set.process_set_id in (None, 0):
         return False
-    raise NotImplementedError(_PROCESS_SET_MSG)
+    comm = _require()
+    ps = _sets.get(process_set.process_set_id or -1)
+    if ps is None:
+        return False
+    comm.barrier(name="pytfcomm.horovod.remove_process_set")
+    del _sets[ps.process_set_id or -1]
+    if ps._comm is not None:
+        ps._comm.close()
+    ps._invalidate()
+    process_set._invalidate()
+    return True
+
+
+def _drop_process_sets() -> None:
+    global _next_id
+    for ps in list(_sets.values()):
+        if ps._comm is not None:
+            ps._comm.close()
+        ps._invalidate()
+    _sets.clear()
+    _next_id = 1
 
 
 def _compute_topology(comm: Any) -> dict[str, Any]:
@@ -192,9 +298,11 @@ def init(comm: Any = None, process_sets: Any = None) -> None:
     """Join the job (idempotent): :func:`pytfcomm.init` from the environment, or the
     communicator an earlier ``pytfcomm.init()`` of this process made.
 
-    ``comm`` (an mpi4py communicator or a list of ranks in Horovod) and
-    non-global ``process_sets`` raise NotImplementedError: pytfcomm runs over
-    every rank of the job that ``pytfcomm-run`` (or srun/mpirun/TF_CONFIG) set up.
+    ``comm`` (an mpi4py communicator or a list of ranks in Horovod) raises
+    NotImplementedError: pytfcomm runs over every rank of the job that
+    ``pytfcomm-run`` (or srun/mpirun/TF_CONFIG) set up. ``process_sets``: a
+    ProcessSet or list of them, registered in order (see :func:`add_process_set`);
+    a set equal to an earlier one is invalidated (its id stays None), as in Horovod.
     """
     global _comm, _owned, _topology
     if comm is not None:
@@ -202,12 +310,13 @@ def init(comm: Any = None, process_sets: Any = None) -> None:
             "hvd.init(comm=...): pytfcomm.horovod joins the job from its environment "
             "(pytfcomm-run, srun, mpirun or TF_CONFIG); call hvd.init() without comm"
         )
-    if process_sets not in (None, [], ()):
-        sets = process_sets if isinstance(process_sets, (list, tuple)) else [process_sets]
-        for ps in sets:
-            if ps is not global_process_set:
-                raise NotImplementedError(_PROCESS_SET_MSG)
+    sets = [] if process_sets is None else process_sets
+    sets = list(sets) if isinstance(sets, (list, tuple)) else [sets]
+    for ps in sets:
+        if not isinstance(ps, ProcessSet):
+            raise ValueError(f"hvd.init(process_sets=...): {ps!r} is not an hvd.ProcessSet")
     if _comm is not None and not _comm.closed:
+        _init_process_sets(sets)
         return
     from .. import communicator as comm_module
 
@@ -219,11 +328,22 @@ def init(comm: Any = None, process_sets: Any = None) -> None:
     else:
         _comm, _owned = comm_module.init(), True
     _topology = _compute_topology(_comm)
+    _init_process_sets(sets)
     try:
         from ..tf import collectives
     except ImportError:  # TensorFlow not installed: the NumPy side still works
         return
     collectives.set_default_communicator(_comm)
+
+
+def _init_process_sets(sets: list[ProcessSet]) -> None:
+    for ps in sets:
+        if ps is global_process_set or ps.process_set_id is not None:
+            continue
+        if ps.ranks == list(range(size())) or any(o.ranks == ps.ranks for o in _sets.values()):
+            ps._invalidate()  # a clone of a registered set (Horovod does the same)
+            continue
+        _register(ps)
 
 
 def shutdown() -> None:
@@ -234,6 +354,7 @@ def shutdown() -> None:
     global _comm
     if _comm is None:
         return
+    _drop_process_sets()
     comm, _comm = _comm, None
     try:
         from ..tf import collectives

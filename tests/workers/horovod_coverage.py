@@ -11,6 +11,21 @@ from typing import Any
 import numpy as np
 
 
+def _check(ok: bool) -> None:
+    if not ok:
+        raise AssertionError("unexpected result")
+
+
+def _raises(kind: type, text: str, fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except kind as exc:
+        if text not in str(exc):
+            raise AssertionError(f"{kind.__name__} without {text!r}: {exc}") from None
+        return
+    raise AssertionError(f"no {kind.__name__}")
+
+
 def _probes(hvd: Any, keras_hvd: Any) -> dict[str, Any]:
     import keras
     import tensorflow as tf
@@ -77,8 +92,9 @@ def _probes(hvd: Any, keras_hvd: Any) -> dict[str, Any]:
         "Product": lambda m: m.Product,
         "ProcessSet": lambda m: m.ProcessSet([0]),
         "global_process_set": lambda m: m.global_process_set.size(),
-        "add_process_set": lambda m: m.add_process_set([0]),  # [0] is every rank here
-        "remove_process_set": lambda m: m.remove_process_set(m.ProcessSet([0, 1])),
+        # With one rank, [0] is every rank: the global set, a duplicate (as Horovod).
+        "add_process_set": lambda m: _raises(ValueError, "duplicate", m.add_process_set, [0]),
+        "remove_process_set": lambda m: _check(not m.remove_process_set(m.ProcessSet([0, 1]))),
         "Compression": lambda m: m.Compression.fp16.compress(x),
         "elastic": lambda m: m.elastic.run(lambda: None),
         "callbacks": lambda m: m.callbacks.MetricAverageCallback(),

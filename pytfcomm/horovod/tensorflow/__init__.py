@@ -2,7 +2,7 @@
 
 Same names, signatures, defaults and gradient conventions as Horovod's
 ``horovod.tensorflow``; see docs/horovod.md for what differs and what raises
-``NotImplementedError`` (Adasum, non-global process sets, ``join``, timelines
+``NotImplementedError`` (Adasum, ``join``, timelines
 started at run time, TF1 sessions, elastic training).
 """
 
@@ -49,7 +49,7 @@ from .._basics import (
     start_timeline,
     stop_timeline,
 )
-from . import elastic
+from . import elastic, mpi_ops
 from ._gradients import make_allreduce_grads_fn, reduce_filtered, var_key
 from .compression import Compression
 from .functions import allgather_object, broadcast_object, broadcast_object_fn, broadcast_variables
@@ -156,7 +156,8 @@ def _allreduce_slices(t: tf.IndexedSlices, op: Any, process_set: Any) -> tf.Inde
     values = allgather(t.values, process_set=process_set)
     indices = allgather(t.indices, process_set=process_set)
     if op == Average:
-        values = values / tf.cast(size(), values.dtype)
+        n = mpi_ops._comm(process_set).size
+        values = values / tf.cast(n, values.dtype)
     return tf.IndexedSlices(values, indices, dense_shape=t.dense_shape)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import tensorflow as tf
 
 from .. import _basics
-from .._basics import Adasum, Average, Sum, check_process_set
+from .._basics import Adasum, Average, Sum
 from . import mpi_ops
 from .compression import Compression
 
@@ -45,7 +45,9 @@ def make_allreduce_grads_fn(
 ) -> Callable[[Sequence[Any]], list[Any]]:
     """A function ``grads -> reduced grads`` (same order; ``None`` kept)."""
     check_options(op, gradient_predivide_factor, compression)
-    check_process_set(process_set)
+    # Horovod: ranks off the process set keep their own gradients.
+    member = _basics.process_set_includes_me(process_set)  # ValueError: not registered
+    comm = mpi_ops._comm(process_set) if member else None
     if op == Average:
         prescale, postscale = 1.0 / gradient_predivide_factor, gradient_predivide_factor
     else:
@@ -53,8 +55,10 @@ def make_allreduce_grads_fn(
 
     def allreduce_grads(grads: Sequence[Any]) -> list[Any]:
         out: list[Any] = list(grads)
+        if not member:
+            return out  # Horovod: ranks off the process set keep their own gradients
         dense_idx, dense, ctxs = [], [], []
-        n = _basics.size()
+        n = comm.size if comm is not None else 1
         for i, g in enumerate(grads):
             if g is None:
                 continue

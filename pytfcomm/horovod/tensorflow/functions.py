@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ...tf.distributed import broadcast_variables as _broadcast_variables
-from .._basics import check_process_set, communicator, global_process_set
+from .._basics import global_process_set
+from .mpi_ops import _comm, _root
 
 __all__ = ["allgather_object", "broadcast_object", "broadcast_object_fn", "broadcast_variables"]
 
@@ -44,9 +45,8 @@ def broadcast_variables(
     ``inplace`` is accepted (pytfcomm always assigns in place). Eagerly returns
     None; in a ``tf.function`` the op that assigns.
     """
-    comm = communicator()
-    check_process_set(process_set)
-    return _broadcast_variables(list(variables), int(root_rank), communicator=comm)
+    comm = _comm(process_set)
+    return _broadcast_variables(list(variables), _root(comm, root_rank), communicator=comm)
 
 
 def broadcast_object(
@@ -57,9 +57,8 @@ def broadcast_object(
     process_set: Any = global_process_set,
 ) -> Any:
     """``obj`` as it is on ``root_rank``, on every rank (pickled; call outside tf.function)."""
-    comm = communicator()
-    check_process_set(process_set)
-    root = int(root_rank)
+    comm = _comm(process_set)
+    root = _root(comm, root_rank)
     data = _dumps(obj) if comm.rank == root else np.zeros(0, np.uint8)
     length = comm.broadcast(np.array([data.size], dtype=np.int64), root=root)
     if comm.rank != root:
@@ -86,8 +85,7 @@ def allgather_object(
     obj: Any, session: Any = None, name: str | None = None, process_set: Any = global_process_set
 ) -> list[Any]:
     """A list, in rank order, of every rank's ``obj`` (pickled; call outside tf.function)."""
-    comm = communicator()
-    check_process_set(process_set)
+    comm = _comm(process_set)
     data = _dumps(obj)
     sizes = comm.allgather(np.array([data.size], dtype=np.int64))
     gathered = comm.allgatherv(data)

@@ -31,7 +31,6 @@ from .._basics import (
     Min,
     Product,
     Sum,
-    check_process_set,
     global_process_set,
 )
 
@@ -54,9 +53,20 @@ _OP_NAMES = {Average: "mean", Sum: "sum", Min: "min", Max: "max", Product: "prod
 
 
 def _comm(process_set: Any = None) -> Any:
-    comm = _basics.communicator()
-    check_process_set(process_set)
-    return comm
+    """The communicator of ``process_set``; tf.errors.InvalidArgumentError off the set
+    (as Horovod), ValueError for a set that is not registered."""
+    try:
+        return _basics.process_set_communicator(process_set)
+    except _basics.NotAMemberError as exc:
+        raise tf.errors.InvalidArgumentError(None, None, str(exc)) from None
+
+
+def _root(comm: Any, root_rank: int) -> int:
+    """Global rank ``root_rank`` as a rank of ``comm`` (a process set's sub-communicator)."""
+    try:
+        return _basics.set_root(comm, root_rank)
+    except _basics.NotAMemberError as exc:
+        raise tf.errors.InvalidArgumentError(None, None, str(exc)) from None
 
 
 def reduce_op_name(op: Any) -> str:
@@ -214,7 +224,7 @@ def broadcast(
     """
     comm = _comm(process_set)
     x = _tensor(tensor)
-    root = int(root_rank)
+    root = _root(comm, root_rank)
 
     @tf.custom_gradient
     def bcast(x: tf.Tensor) -> Any:
@@ -244,7 +254,7 @@ def broadcast_(
 
     comm = _comm(process_set)
     variables = list(variables)
-    op = broadcast_variables(variables, int(root_rank), communicator=comm)
+    op = broadcast_variables(variables, _root(comm, root_rank), communicator=comm)
     deps = [op] if op is not None else []
     with tf.control_dependencies(deps):
         return [tf.identity(tf.convert_to_tensor(v)) for v in variables]
@@ -413,10 +423,9 @@ def join() -> int:
 
 # -- ops answering the rank queries ---------------------------------------------------------
 def size_op(process_set_id: int = 0, name: str | None = None) -> tf.Tensor:
-    """An int32 scalar: the number of processes (of the global set, the only one)."""
-    if process_set_id != 0:
-        check_process_set(object())
-    return tf.constant(_basics.size(), dtype=tf.int32, name=name)
+    """An int32 scalar: the number of processes in the set (0: the global set)."""
+    ps = _basics.process_set_by_id(process_set_id)
+    return tf.constant(ps.size(), dtype=tf.int32, name=name)
 
 
 def local_size_op(name: str | None = None) -> tf.Tensor:
@@ -435,8 +444,6 @@ def local_rank_op(name: str | None = None) -> tf.Tensor:
 
 
 def process_set_included_op(process_set_id: int = 0, name: str | None = None) -> tf.Tensor:
-    """An int32 scalar: 1 for the global set (the only one pytfcomm has)."""
-    if process_set_id != 0:
-        check_process_set(object())
-    _basics.communicator()
-    return tf.constant(1, dtype=tf.int32, name=name)
+    """An int32 scalar: 1 when this process is in the set, else 0."""
+    ps = _basics.process_set_by_id(process_set_id)
+    return tf.constant(1 if ps.included() else 0, dtype=tf.int32, name=name)

@@ -666,6 +666,23 @@ class Communicator:
         """Return once every rank has entered the barrier (``name``: see :meth:`allreduce`)."""
         self._core.barrier(_timeout(timeout), _check_name(name))
 
+    def join(self, timeout: float | None = None) -> int:
+        """Say this rank has no more collectives to run (Horovod's ``join``); returns
+        the rank that joined last (the same on every rank; ties: the highest).
+
+        Until every rank has joined, this rank takes part in the collectives the
+        others still run, with nothing of its own: all-reduces and reduce-scatters
+        get zeros from it for ``"sum"`` and ``"mean"`` (a mean still divides by
+        :attr:`size`, as Horovod's) and the identity for ``"min"``, ``"max"`` and
+        ``"prod"``; all-gathers with a different first dimension per rank and
+        all-to-alls get no rows; broadcasts and barriers run as usual. What cannot
+        run so raises :class:`MismatchError` on the ranks that asked (nothing moves):
+        an all-gather of equal shapes, a broadcast whose root joined, a GPU
+        collective. Waits at most ``timeout`` (default: the communicator's) for the
+        last rank; a rank that joined may call collectives again once join returns.
+        """
+        return int(self._core.join(_timeout(timeout)))
+
     def close(self) -> None:
         """Close every connection. Idempotent; later collectives raise CommClosedError."""
         if self._gpu is not None:

@@ -368,6 +368,15 @@ PYBIND11_MODULE(_core, m) {
             c.barrier(timeout, &key);
           },
           py::arg("timeout"), py::arg("name") = "")
+      .def(
+          "join",
+          [](Communicator& c, double timeout) {
+            pytfcomm::Blocking blocking;
+            return c.join(timeout);
+          },
+          py::arg("timeout"),
+          "Horovod's join: take part in the others' collectives with nothing of one's own "
+          "until every rank joined; returns the rank that joined last")
       .def_property_readonly("failure", &Communicator::failure,
                              "Why an error closed the communicator ('' otherwise)")
       .def("close", [](Communicator& c) {

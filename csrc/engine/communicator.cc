@@ -334,7 +334,9 @@ void Communicator::run_requests(Request* const* rs, size_t n, const CallKey* key
   }
   const bool named = key != nullptr && !key->name.empty();
   const ThreadStream& ts = thread_stream();
-  const uint64_t stream = named ? stream_id("name", key->name) : ts.id;
+  const uint64_t stream =
+      key != nullptr && key->stream != 0 ? key->stream
+                                         : (named ? stream_id("name", key->name) : ts.id);
   StreamState* in_use = nullptr;  // this thread's stream while the call runs
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -482,6 +484,25 @@ void Communicator::alltoallv(const void* in, const uint64_t* send_counts, DType 
 void Communicator::barrier(double timeout_s, const CallKey* key) {
   run_sync(CollectiveKind::kBarrier, nullptr, nullptr, 0, DType::kUInt8, ReduceOp::kSum,
            Algorithm::kAuto, 0, timeout_s, 0, key);
+}
+
+int Communicator::join(double timeout_s) {
+  if (size_ == 1) {
+    check_process();
+    std::lock_guard<std::mutex> lock(mu_);
+    check_usable_locked();
+    return 0;
+  }
+  int last = -1;
+  Request r;
+  r.desc.kind = CollectiveKind::kBarrier;
+  r.desc.dtype = DType::kUInt8;
+  r.timeout_s = timeout_s > 0 ? timeout_s : timeout_s_;
+  r.last_joined = &last;
+  const CallKey key{"join", kJoinStream};
+  Request* one = &r;
+  run_requests(&one, 1, &key);
+  return last;
 }
 
 }  // namespace pytfcomm

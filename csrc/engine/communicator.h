@@ -59,7 +59,8 @@ struct CommOptions {
 // unnamed call of the calling thread; with a name, the n-th call under that
 // name (any thread).
 struct CallKey {
-  std::string name;  // "" = the calling thread's stream
+  std::string name;     // "" = the calling thread's stream
+  uint64_t stream = 0;  // a reserved stream (join()); 0: from `name`
 };
 
 class Communicator {
@@ -99,6 +100,14 @@ class Communicator {
   void reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
                       double timeout_s, uint32_t shape_tag = 0, const CallKey* key = nullptr);
   void barrier(double timeout_s, const CallKey* key = nullptr);
+  // Horovod's join: this rank has no more collectives of its own. Until
+  // every rank has joined, it takes part in the others' collectives with
+  // nothing of its own (sums and means: zeros; min, max, prod: the identity;
+  // all-gathers and all-to-alls: no rows), then returns the rank that joined
+  // last (ties: the highest). Collectives that cannot run so (equal-shape
+  // all-gather, a broadcast whose root joined, GPU collectives) fail on the
+  // ranks that asked, with kMismatch. Waits at most timeout_s for the rest.
+  int join(double timeout_s);
 
   // Collectives whose sizes differ per rank. `alloc(total)` is called once,
   // on whichever thread drives the engine, when the result's element count
@@ -194,6 +203,8 @@ class Communicator {
   void publish_round();
   void process_round();
   void run_decision(Decision& d);
+  // This rank's part, as a joined rank, of a collective the others decided.
+  void run_adopted(const Decision& d);
   bool fast_round();
   // Whether `r` may run within a round, and how many input bytes it adds.
   bool eager_input(const Request& r, size_t* data_bytes) const;

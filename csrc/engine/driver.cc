@@ -300,13 +300,19 @@ void Communicator::process_round() {
     } catch (...) {
       // Decided, so no longer the negotiator's: they fail with this error.
       std::exception_ptr err = std::current_exception();
-      for (size_t j = i + 1; j < decisions.size(); ++j) finish(decisions[j].mine, err);
+      for (size_t j = i + 1; j < decisions.size(); ++j) {
+        if (decisions[j].mine) finish(decisions[j].mine, err);
+      }
       throw;
     }
   }
 }
 
 void Communicator::run_decision(Decision& d) {
+  if (d.adopted) {
+    run_adopted(d);
+    return;
+  }
   Request* r = d.mine;
   if (!d.mismatch.empty()) {
     finish(r, make_error(ErrorKind::kMismatch, d.mismatch));
@@ -318,6 +324,7 @@ void Communicator::run_decision(Decision& d) {
     finish(r, std::current_exception());
     throw;
   }
+  if (r->last_joined) *r->last_joined = d.last_joined;
   finish(r, nullptr);
 }
 

@@ -8,7 +8,10 @@
 namespace pytfcomm {
 
 Negotiator::Negotiator(int rank, int size)
-    : rank_(rank), size_(size), tables_(static_cast<size_t>(size)) {}
+    : rank_(rank),
+      size_(size),
+      tables_(static_cast<size_t>(size)),
+      joined_round_(static_cast<size_t>(size), -1) {}
 
 void Negotiator::announce(Request* r) {
   PTC_ENFORCE(mine_.emplace(r->key, r).second, "two pending requests under one key: ", r->label);
@@ -30,20 +33,81 @@ void Negotiator::absorb(uint64_t round, const std::vector<ParsedRecord>& records
     Table& t = tables_[static_cast<size_t>(r)];
     const ParsedRecord& rec = records[static_cast<size_t>(r)];
     // Withdrawals first: a key withdrawn in this round cannot be decided in it.
-    for (const CollectiveKey& k : rec.withdrawals) t.erase(k);
+    for (const CollectiveKey& k : rec.withdrawals) {
+      t.erase(k);
+      if (k.stream == kJoinStream) joined_round_[static_cast<size_t>(r)] = -1;
+    }
     for (const Announcement& a : rec.entries) {
       Entry& e = t[a.key];
       e.desc = a.desc;
       e.label = a.label;
       e.round = round;
       e.eager = a.eager;
+      e.external = a.external;
       e.data = a.data;
-      if (r == 0) order_.push_back(a.key);
+      if (a.key.stream == kJoinStream) joined_round_[static_cast<size_t>(r)] = static_cast<int64_t>(round);
+      if ((r == 0 || joined(0)) && ordered_.insert(a.key).second) order_.push_back(a.key);
     }
   }
 }
 
+bool Negotiator::live(const CollectiveKey& k) const {
+  for (const Table& t : tables_) {
+    if (t.count(k)) return true;
+  }
+  return false;
+}
+
+bool Negotiator::common(const CollectiveKey& k) const {
+  const bool join = k.stream == kJoinStream;
+  for (int r = 0; r < size_; ++r) {
+    if (!tables_[static_cast<size_t>(r)].count(k) && (join || !joined(r))) return false;
+  }
+  return true;
+}
+
+const Negotiator::Entry& Negotiator::first_entry(const CollectiveKey& k) const {
+  for (const Table& t : tables_) {
+    auto it = t.find(k);
+    if (it != t.end()) return it->second;
+  }
+  PTC_THROW(kInternal, "no rank asked for the collective");
+}
+
+std::string Negotiator::join_conflict(const CollectiveKey& k) const {
+  std::vector<int> absent;
+  for (int r = 0; r < size_; ++r) {
+    if (!tables_[static_cast<size_t>(r)].count(k)) absent.push_back(r);
+  }
+  if (absent.empty() || k.stream == kJoinStream) return "";
+  const Entry& e = first_entry(k);
+  std::string who;
+  for (size_t i = 0; i < absent.size() && i < 8; ++i) who += str_cat(i ? ", " : "", absent[i]);
+  const std::string head = str_cat("'", e.label, "', ", describe(e.desc), " cannot run while rank",
+                                   absent.size() == 1 ? " " : "s ", who,
+                                   absent.size() == 1 ? " has" : " have", " joined (join()): ");
+  using algorithms::CollectiveKind;
+  if (e.external) {
+    return head + "a GPU collective needs every rank's device buffer. Nothing was sent";
+  }
+  if (e.desc.kind == CollectiveKind::kAllgather) {
+    return head +
+           "a joined rank has no rows for an all-gather of equal shapes; use the all-gather "
+           "that takes a different first dimension per rank (Horovod's allgather). Nothing was "
+           "sent";
+  }
+  if (e.desc.kind == CollectiveKind::kBroadcast &&
+      !tables_[static_cast<size_t>(e.desc.root)].count(k)) {
+    return head + str_cat("its root, rank ", e.desc.root,
+                          ", has joined and has nothing to send. Nothing was sent");
+  }
+  return "";
+}
+
 bool Negotiator::eager_ok(const CollectiveKey& k) const {
+  for (const Table& t : tables_) {
+    if (!t.count(k)) return false;  // a joined rank has no data in the records
+  }
   const Entry& first = tables_[0].at(k);
   if (first.desc.kind == algorithms::CollectiveKind::kBarrier) return true;
   for (int r = 0; r < size_; ++r) {
@@ -57,16 +121,21 @@ bool Negotiator::eager_ok(const CollectiveKey& k) const {
 }
 
 std::string Negotiator::disagreement(const CollectiveKey& k) const {
-  const Descriptor& d0 = tables_[0].at(k).desc;
+  const Descriptor& d0 = first_entry(k).desc;
   bool same = true;
-  for (int r = 1; r < size_ && same; ++r) {
-    same = same_collective(tables_[static_cast<size_t>(r)].at(k).desc, d0);
+  for (int r = 0; r < size_ && same; ++r) {
+    auto it = tables_[static_cast<size_t>(r)].find(k);
+    if (it != tables_[static_cast<size_t>(r)].end()) {
+      same = same_collective(it->second.desc, d0) && it->second.external == first_entry(k).external;
+    }
   }
-  if (same) return "";
+  if (same) return join_conflict(k);
   // Group the ranks by what they asked for: "rank 0: ...; ranks 1, 2: ...".
   std::vector<std::pair<std::string, std::vector<int>>> groups;
   for (int r = 0; r < size_; ++r) {
-    const Entry& e = tables_[static_cast<size_t>(r)].at(k);
+    auto found = tables_[static_cast<size_t>(r)].find(k);
+    if (found == tables_[static_cast<size_t>(r)].end()) continue;  // joined
+    const Entry& e = found->second;
     std::string what = str_cat(describe(e.desc), " as '", e.label, "'");
     auto it =
         std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == what; });
@@ -93,29 +162,44 @@ std::string Negotiator::disagreement(const CollectiveKey& k) const {
 
 std::vector<Decision> Negotiator::decide() {
   std::vector<Decision> out;
-  const Table& lead = tables_[0];
   size_t stale = 0;
+  bool join_decided = false;
   for (size_t i = 0; i < order_.size(); ++i) {
     const CollectiveKey k = order_[i];
-    if (!lead.count(k)) {
+    if (!live(k)) {
       ++stale;
       continue;
     }
-    bool common = true;
-    for (int r = 1; r < size_ && common; ++r)
-      common = tables_[static_cast<size_t>(r)].count(k) != 0;
-    if (!common) continue;
+    if (!common(k)) continue;
     Decision d;
     d.key = k;
+    d.desc = first_entry(k).desc;
     auto mine = mine_.find(k);
-    PTC_ENFORCE(mine != mine_.end(), "decided a collective this rank did not ask for");
-    d.mine = mine->second;
+    if (mine == mine_.end()) {
+      PTC_ENFORCE(joined(rank_), "decided a collective this rank did not ask for");
+      d.adopted = true;
+    } else {
+      d.mine = mine->second;
+    }
     d.mismatch = disagreement(k);
+    if (k.stream == kJoinStream) {
+      join_decided = true;
+      int64_t latest = -1;
+      for (int r = 0; r < size_; ++r) {
+        if (joined_round_[static_cast<size_t>(r)] >= latest) {
+          latest = joined_round_[static_cast<size_t>(r)];
+          d.last_joined = r;
+        }
+      }
+    }
     if (d.mismatch.empty()) {
-      if (count_per_rank(lead.at(k).desc.kind)) {
-        d.counts.resize(static_cast<size_t>(size_));
+      if (count_per_rank(d.desc.kind)) {
+        d.counts.assign(static_cast<size_t>(size_), 0);  // a joined rank: nothing
         for (int r = 0; r < size_; ++r) {
-          d.counts[static_cast<size_t>(r)] = tables_[static_cast<size_t>(r)].at(k).desc.count;
+          auto it = tables_[static_cast<size_t>(r)].find(k);
+          if (it != tables_[static_cast<size_t>(r)].end()) {
+            d.counts[static_cast<size_t>(r)] = it->second.desc.count;
+          }
         }
       }
       d.eager = eager_ok(k);
@@ -126,18 +210,23 @@ std::vector<Decision> Negotiator::decide() {
         }
       }
     }
-    mine_.erase(mine);
+    if (mine != mine_.end()) mine_.erase(mine);
     for (Table& t : tables_) t.erase(k);
     ++stale;
     out.push_back(std::move(d));
   }
+  if (join_decided) std::fill(joined_round_.begin(), joined_round_.end(), -1);
   // Drop decided and withdrawn keys from the order once they are half of it.
   if (stale * 2 > order_.size()) {
-    std::deque<CollectiveKey> live;
+    std::deque<CollectiveKey> kept;
     for (const CollectiveKey& k : order_) {
-      if (lead.count(k)) live.push_back(k);
+      if (live(k)) {
+        kept.push_back(k);
+      } else {
+        ordered_.erase(k);
+      }
     }
-    order_.swap(live);
+    order_.swap(kept);
   }
   // Eager inputs live in this round's records only.
   for (Table& t : tables_) {

@@ -18,6 +18,7 @@
 #include <deque>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/request.h"
@@ -30,6 +31,12 @@ struct Decision {
   CollectiveKey key;
   Request* mine = nullptr;        // this rank's request
   std::string mismatch;           // why the ranks disagree ("": they agree)
+  // This rank has joined and did not ask for it: it takes part with nothing
+  // of its own (identity values, no rows); `mine` is null, `desc` says what
+  // the others asked for.
+  bool adopted = false;
+  Descriptor desc;
+  int last_joined = -1;  // a join decision: the rank that joined last
   bool eager = false;             // runs on the round's records, no further message
   std::vector<const char*> data;  // eager inputs by rank (null: none)
   // Every rank's count, for per-rank-count kinds (empty: all equal to this
@@ -75,17 +82,28 @@ class Negotiator {
     std::string label;
     uint64_t round = 0;
     bool eager = false;
+    bool external = false;
     const char* data = nullptr;  // valid only during its announcing round
   };
   using Table = std::unordered_map<CollectiveKey, Entry, CollectiveKeyHash>;
   std::string disagreement(const CollectiveKey& k) const;
+  std::string join_conflict(const CollectiveKey& k) const;
   bool eager_ok(const CollectiveKey& k) const;
+  bool joined(int r) const { return joined_round_[static_cast<size_t>(r)] >= 0; }
+  bool live(const CollectiveKey& k) const;
+  // Whether every rank asked for `k` or, but for a join, has joined.
+  bool common(const CollectiveKey& k) const;
+  const Entry& first_entry(const CollectiveKey& k) const;
 
   int rank_;
   int size_;
   uint64_t round_ = 0;               // the last round absorbed
   std::vector<Table> tables_;        // by rank
-  std::deque<CollectiveKey> order_;  // rank 0's announcements, oldest first
+  // Rank 0's announcements, oldest first (while rank 0 has joined: every
+  // rank's, in rank order, so the others' collectives still get an order).
+  std::deque<CollectiveKey> order_;
+  std::unordered_set<CollectiveKey, CollectiveKeyHash> ordered_;
+  std::vector<int64_t> joined_round_;  // by rank: the round its join came in, or -1
   std::unordered_map<CollectiveKey, Request*, CollectiveKeyHash> mine_;
 };
 

@@ -37,6 +37,11 @@ struct CollectiveKeyHash {
   }
 };
 
+// The stream of join requests (Communicator::join): a rank whose join is
+// announced takes part, with nothing of its own, in every collective the
+// others run until every rank has joined (docs/negotiation.md "Join").
+inline constexpr uint64_t kJoinStream = 0x6e696f6a2e637466ULL;  // "ftc.join"
+
 // What a collective is; every field must be equal on every rank.
 struct Descriptor {
   algorithms::CollectiveKind kind = algorithms::CollectiveKind::kAllreduce;
@@ -89,7 +94,8 @@ class Request {
   std::function<void*(uint64_t)> alloc_out;
   uint64_t* recv_counts = nullptr;
   const uint64_t* send_counts = nullptr;
-  double timeout_s = 0;  // resolved (> 0)
+  int* last_joined = nullptr;  // a join: where the rank that joined last goes
+  double timeout_s = 0;        // resolved (> 0)
   TimePoint deadline = TimePoint::max();
   int64_t submit_ns = 0;  // for the timeline
   // Called once with the outcome (null: success), on the thread that drives

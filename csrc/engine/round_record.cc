@@ -51,7 +51,7 @@ void RecordWriter::add(const Request& r, bool eager, const void* data, size_t da
   e.dtype = static_cast<uint8_t>(r.desc.dtype);
   e.op = static_cast<uint8_t>(r.desc.op);
   e.algorithm = r.desc.algorithm;
-  e.flags = eager ? uint32_t{kEntryEager} : 0u;
+  e.flags = (eager ? uint32_t{kEntryEager} : 0u) | (r.external ? uint32_t{kEntryExternal} : 0u);
   std::strncpy(e.label, r.label.c_str(), kLabelBytes - 1);
   entries_.push_back(e);
   data_.push_back({data, data_bytes});
@@ -159,6 +159,7 @@ std::string parse_record(const char* rec, size_t bytes, uint64_t round, int size
     a.key = {e.stream, e.seq};
     a.desc = entry_descriptor(e);
     a.eager = (e.flags & kEntryEager) != 0;
+    a.external = (e.flags & kEntryExternal) != 0;
     if (e.eager_bytes > 0) {
       a.data = rec + e.eager_offset;
       a.data_bytes = static_cast<size_t>(e.eager_bytes);

@@ -32,8 +32,9 @@ struct RecordHeader {
 static_assert(sizeof(RecordHeader) == 32, "RecordHeader is part of the wire format");
 
 enum RecordEntryFlags : uint32_t {
-  kEntryEager = 1,  // the sender takes part in an in-round execution of it
-  kEntryAllFlags = 1,
+  kEntryEager = 1,     // the sender takes part in an in-round execution of it
+  kEntryExternal = 2,  // another backend (the GPU's) moves its data
+  kEntryAllFlags = 3,
 };
 
 struct RecordEntry {
@@ -61,6 +62,7 @@ struct Announcement {
   Descriptor desc;
   std::string label;
   bool eager = false;          // ready to run it in this round
+  bool external = false;       // another backend (the GPU's) moves its data
   const char* data = nullptr;  // its input in the record, or null
   size_t data_bytes = 0;
 };

@@ -23,7 +23,6 @@ def test_basics_two_ranks(ranks):
         assert "PYTFCOMM_TIMELINE" in o["timeline"] and "PYTFCOMM_TIMELINE" in o["stop_timeline"]
         assert "duplicate process set" in o["process_set"]
         assert "Adasum" in o["adasum"] and "hvd.Average" in o["adasum"]
-        assert "join" in o["join"]
         assert o["objects"] == [0, 1]
         assert o["bcast_obj"] == {"from": 1, "list": [1, 1, 1]}
         assert o["bcast_fn"] == ("a", 0)

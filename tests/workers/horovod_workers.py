@@ -63,7 +63,6 @@ def basics(rank: int, size: int, addr: str) -> dict:
         ("timeline", lambda: hvd.start_timeline("/tmp/x.json")),
         ("stop_timeline", hvd.stop_timeline),
         ("adasum", lambda: hvd.allreduce(np.ones(2, np.float32), op=hvd.Adasum)),
-        ("join", hvd.join),
     ]:
         try:
             call()

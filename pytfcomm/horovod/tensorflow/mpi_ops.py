@@ -412,13 +412,23 @@ def alltoall(
     return (out, recv) if splits is not None else out
 
 
-def join() -> int:
-    """Not supported yet: pytfcomm has no join (uneven-data) protocol for raw collectives."""
-    raise NotImplementedError(
-        "hvd.join: pytfcomm has no join for raw collectives yet; give every rank the same "
-        "number of steps (e.g. Dataset.shard then take the minimum count), or train with "
-        "pytfcomm.MultiWorkerMirroredStrategy, which ends uneven epochs together"
-    )
+def join(device: str = "") -> tf.Tensor:
+    """This rank ran out of data: until every rank has called ``join``, it takes part
+    in the collectives the others still run with nothing of its own (Horovod's join:
+    zeros to sums and averages, which still divide by ``size()``; the identity to
+    Min/Max/Product; no rows to all-gathers and all-to-alls). Returns, as an int32
+    scalar, the rank that joined last (the same on every rank).
+
+    Runs when called (eagerly; inside ``tf.function`` as a ``tf.py_function``). Waits
+    at most the job's collective timeout (PYTFCOMM_TIMEOUT) for the last rank. What
+    cannot run with a joined rank raises on the ranks that asked for it (see
+    :meth:`pytfcomm.Communicator.join`): e.g. a broadcast whose root has joined, or
+    pytfcomm's TF all-gather, whose row-count exchange is an all-gather of equal shapes.
+    """
+    comm = _comm()
+    if tf.executing_eagerly():
+        return tf.constant(comm.join(), dtype=tf.int32)
+    return tf.py_function(lambda: comm.join(), [], tf.int32)
 
 
 # -- ops answering the rank queries ---------------------------------------------------------

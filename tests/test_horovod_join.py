@@ -1,0 +1,20 @@
+"""hvd.join: ranks that run out of data join; the others' all-reduces (raw and in the
+distributed tape) go on with their contributions only, eager and in tf.function."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_uneven_steps_then_join(ranks, n: int, mode: str) -> None:
+    out = ranks(n, "horovod_join_workers:uneven", mode, timeout=300)
+    for r, o in enumerate(out):
+        assert o["last"] == n - 1 and o["all_last"] == [n - 1] * n
+        # step s: the gradient is the sum of (q + 1) over the active ranks q >= s
+        want = [float(sum(q + 1 for q in range(s, n))) for s in range(r + 1)]
+        assert o["grads"] == want
+        assert o["w"] == [-sum(want)] * 3

@@ -18,3 +18,9 @@ def test_uneven_steps_then_join(ranks, n: int, mode: str) -> None:
         want = [float(sum(q + 1 for q in range(s, n))) for s in range(r + 1)]
         assert o["grads"] == want
         assert o["w"] == [-sum(want)] * 3
+        assert o["last2"] in range(1, n) and o["last2"] == out[0]["last2"]
+        if r > 0:
+            for what in ("gather", "bcast_root_joined"):
+                assert o[what].startswith("FailedPreconditionError"), (what, o[what])
+                assert "joined" in o[what]
+            assert o["bcast_ok"] == float(n - 1)

@@ -42,5 +42,21 @@ def uneven(rank: int, size: int, addr: str, mode: str) -> dict:
     last = hvd.join()
     out: dict = {"last": int(last), "grads": grads, "w": w.numpy().tolist()}
     out["all_last"] = hvd.allgather_object(int(last))
+    # What cannot run with rank 0 joined fails on the others, who then join too.
+    if rank == 0:
+        out["last2"] = int(hvd.join())
+    else:
+        t = np.ones((2, 2), np.float32)
+        for name, fn in [
+            ("gather", lambda: hvd.allgather(t)),
+            ("bcast_root_joined", lambda: hvd.broadcast(t, 0)),
+        ]:
+            try:
+                _run(mode, fn)
+                out[name] = "no error"
+            except Exception as exc:
+                out[name] = f"{type(exc).__name__}: {exc}"
+        out["bcast_ok"] = float(_run(mode, lambda: hvd.broadcast(t * rank, size - 1))[0][0])
+        out["last2"] = int(hvd.join())
     hvd.shutdown()
     return out

@@ -515,8 +515,9 @@ def DistributedOptimizer(
 
     TF1 ``tf.compat.v1.train.Optimizer``s raise NotImplementedError. ``op=hvd.Adasum``
     raises ValueError, as Horovod's (its Adasum optimizer, which reduces weight
-    deltas, is for TF1 optimizers only); ``hvd.keras.DistributedOptimizer(op=hvd.Adasum)``
-    and ``DistributedGradientTape(op=hvd.Adasum)`` reduce gradients with Adasum.
+    deltas, is for TF1 optimizers only); ``pytfcomm.horovod.tensorflow.keras``'s
+    ``DistributedOptimizer(opt, op=hvd.Adasum)`` and ``DistributedGradientTape(tape,
+    op=hvd.Adasum)`` reduce gradients with Adasum.
     """
     if op == Adasum and average_aggregated_gradients:
         raise ValueError("Adasum does not support average_aggregated_gradients == True")

@@ -2,8 +2,9 @@
 
 Same names, signatures, defaults and gradient conventions as Horovod's
 ``horovod.tensorflow``; see docs/horovod.md for what differs and what raises
-``NotImplementedError`` (Adasum, ``join``, timelines
-started at run time, TF1 sessions, elastic training).
+``NotImplementedError`` (timelines started at run time, TF1 sessions, elastic
+training). ``op=hvd.Adasum`` follows Horovod's CPU Adasum (a power-of-two number
+of ranks; composed of an all-gather, see ``_adasum``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from .._basics import (
     stop_timeline,
 )
 from . import elastic, mpi_ops
-from ._gradients import make_allreduce_grads_fn, reduce_filtered, var_key
+from ._gradients import ADASUM_SPARSE, make_allreduce_grads_fn, reduce_filtered, var_key
 from .compression import Compression
 from .functions import allgather_object, broadcast_object, broadcast_object_fn, broadcast_variables
 from .mpi_ops import (
@@ -142,10 +143,7 @@ __all__ = [
 
 def _check_sparse_op(op: Any, prescale_factor: float, postscale_factor: float) -> None:
     if op == Adasum:
-        raise NotImplementedError(
-            "The Adasum reduction does not support sparse tensors (nor anything else in "
-            "pytfcomm yet); pass sparse_as_dense=True and op=hvd.Average"
-        )
+        raise NotImplementedError(ADASUM_SPARSE)
     if op not in (Sum, Average):
         raise NotImplementedError("Only Sum and Average ops are supported with tf.IndexedSlices")
     if prescale_factor != 1.0 or postscale_factor != 1.0:
@@ -176,10 +174,18 @@ def allreduce(
 ) -> Any:
     """Reduce ``tensor`` (a tf.Tensor, tf.Variable or tf.IndexedSlices) over all processes.
 
-    ``op`` defaults to Average (Sum, Min, Max, Product also; Adasum raises
-    NotImplementedError). An IndexedSlices is all-gathered (values and
-    indices) instead. ``device_*`` are accepted; pytfcomm places the op where
-    the tensor is. Gradient: the same all-reduce of the incoming gradient.
+    ``op`` defaults to Average (Sum, Min, Max, Product, Adasum also). An
+    IndexedSlices is all-gathered (values and indices) instead (not with
+    Adasum: NotImplementedError, as Horovod). ``device_*`` are accepted;
+    pytfcomm places the op where the tensor is. Gradient: the same all-reduce
+    of the incoming gradient.
+
+    ``op=hvd.Adasum`` (float16/32/64, ``size()`` a power of two, else
+    NotImplementedError as Horovod) combines the ranks' tensors pairwise in
+    Horovod's tree, ``(1 - a.b/2|a|^2) a + (1 - a.b/2|b|^2) b``, with no
+    division by ``size()``. It is composed of an all-gather: every rank
+    receives ``size()`` times the tensor's bytes and computes the tree (in
+    float64) itself; results are bitwise identical on every rank.
     """
     op = handle_average_backwards_compatibility(op, average)
     if isinstance(tensor, tf.IndexedSlices):
@@ -431,9 +437,11 @@ def DistributedGradientTape(
 
     Every dense gradient goes into one fused all-reduce (``num_groups`` and
     ``groups`` are accepted and need nothing more); IndexedSlices are
-    all-gathered unless ``sparse_as_dense``. ``register_local_source(var)``
-    keeps a variable's gradient local (divided by size() when
-    ``scale_local_gradients``).
+    all-gathered unless ``sparse_as_dense``. With ``op=hvd.Adasum`` each
+    gradient is combined by Adasum (per tensor, not averaged: Horovod's guide
+    scales the single-worker learning rate by about 2-2.5 rather than by
+    size()). ``register_local_source(var)`` keeps a variable's gradient local
+    (divided by size() when ``scale_local_gradients``).
     """
     return _DistributedGradientTape(
         gradtape,
@@ -505,12 +513,25 @@ def DistributedOptimizer(
 ) -> Any:
     """Wrap a Keras optimizer (see :func:`pytfcomm.horovod.tensorflow.keras.DistributedOptimizer`).
 
-    TF1 ``tf.compat.v1.train.Optimizer``s raise NotImplementedError.
+    TF1 ``tf.compat.v1.train.Optimizer``s raise NotImplementedError. ``op=hvd.Adasum``
+    raises ValueError, as Horovod's (its Adasum optimizer, which reduces weight
+    deltas, is for TF1 optimizers only); ``pytfcomm.horovod.tensorflow.keras``'s
+    ``DistributedOptimizer(opt, op=hvd.Adasum)`` and ``DistributedGradientTape(tape,
+    op=hvd.Adasum)`` reduce gradients with Adasum.
     """
+    if op == Adasum and average_aggregated_gradients:
+        raise ValueError("Adasum does not support average_aggregated_gradients == True")
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
         raise NotImplementedError(
             "hvd.DistributedOptimizer of a TF1 tf.compat.v1.train.Optimizer is not supported; "
             "use a Keras optimizer, or hvd.DistributedGradientTape in a custom loop"
+        )
+    if op == Adasum:
+        raise ValueError(
+            "op == Adasum is not supported yet with Keras (as in Horovod 0.28.1); use "
+            "pytfcomm.horovod.tensorflow.keras.DistributedOptimizer(opt, op=hvd.Adasum) or "
+            "hvd.DistributedGradientTape(tape, op=hvd.Adasum), which reduce the gradients "
+            "with Adasum"
         )
     from .keras import DistributedOptimizer as keras_distributed
 

@@ -5,7 +5,9 @@ All dense gradients of one call go into ONE fused pytfcomm all-reduce
 ``IndexedSlices`` are all-gathered (values and indices), unless
 ``sparse_as_dense``; ``None`` stays ``None``. With ``op=Average`` and a
 ``gradient_predivide_factor`` f, gradients are multiplied by 1/f before the
-sum and by f/size after it, as Horovod does.
+sum and by f/size after it, as Horovod does. With ``op=Adasum`` every gradient
+is its own Adasum vector and nothing divides by size() (Horovod's CPU Adasum);
+sparse gradients then need ``sparse_as_dense``, as in Horovod.
 """
 
 from __future__ import annotations
@@ -20,14 +22,17 @@ from .._basics import Adasum, Average, Sum
 from . import mpi_ops
 from .compression import Compression
 
+ADASUM_SPARSE = (
+    "The Adasum reduction does not currently support sparse tensors. As a workaround "
+    "please pass sparse_as_dense=True to DistributedOptimizer (or DistributedGradientTape)"
+)
+
 
 def check_options(op: Any, gradient_predivide_factor: float, compression: Any) -> None:
-    """Raise as Horovod does for option combinations it refuses (and for Adasum)."""
-    if op == Adasum:
-        mpi_ops.reduce_op_name(op)  # NotImplementedError with the message
+    """Raise as Horovod does for option combinations it refuses."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if op not in (Average, Sum):
+    if op not in (Average, Sum, Adasum):
         mpi_ops.reduce_op_name(op)
     if not (hasattr(compression, "compress") and hasattr(compression, "decompress")):
         raise ValueError(
@@ -63,6 +68,8 @@ def make_allreduce_grads_fn(
             if g is None:
                 continue
             if isinstance(g, tf.IndexedSlices):
+                if not sparse_as_dense and op == Adasum:
+                    raise NotImplementedError(ADASUM_SPARSE)
                 if not sparse_as_dense:
                     values = mpi_ops.allgather(g.values, process_set=process_set)
                     indices = mpi_ops.allgather(g.indices, process_set=process_set)

@@ -33,6 +33,7 @@ from .._basics import (
     Sum,
     global_process_set,
 )
+from . import _adasum
 
 __all__ = [
     "allgather",
@@ -70,16 +71,12 @@ def _root(comm: Any, root_rank: int) -> int:
 
 
 def reduce_op_name(op: Any) -> str:
-    """pytfcomm's name of Horovod op ``op``; NotImplementedError for Adasum."""
-    if op == Adasum:
-        raise NotImplementedError(
-            "hvd.Adasum: pytfcomm has no Adasum reduction yet; use op=hvd.Average (the "
-            "default) or hvd.Sum"
-        )
+    """pytfcomm's name of Horovod's element-wise op ``op`` (Adasum is not one: see
+    ``_adasum``); ValueError for anything else."""
     if op not in _OP_NAMES:
         raise ValueError(
-            f"unknown reduction op {op!r}; use hvd.Average, hvd.Sum, hvd.Min, hvd.Max or "
-            "hvd.Product"
+            f"unknown reduction op {op!r}; use hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, "
+            "hvd.Max or hvd.Product"
         )
     return _OP_NAMES[op]
 
@@ -113,19 +110,31 @@ def _grouped_allreduce(
     ignore_name_scope: bool = False,
     process_set: Any = global_process_set,
 ) -> list[tf.Tensor]:
-    """All-reduce ``tensors`` in ONE fused pytfcomm op; gradient: the same all-reduce."""
+    """All-reduce ``tensors`` in ONE fused pytfcomm op; gradient: the same all-reduce.
+
+    ``op=Adasum`` runs :func:`._adasum.grouped_adasum` instead (an all-gather, then
+    the Adasum tree on every rank; its gradient is the Adasum of the incoming
+    gradients, as Horovod's).
+    """
     comm = _comm(process_set)
-    op_name = reduce_op_name(op)
     xs = [_tensor(t) for t in tensors]
+    if op == Adasum:
+        _adasum.check(xs, comm.size)
+    else:
+        op_name = reduce_op_name(op)
     if not xs:
         return []
 
     @tf.custom_gradient
     def fused(*inputs: tf.Tensor) -> Any:
-        scaled = [_scale(x, prescale_factor) for x in inputs]
-        with tf.name_scope(name or "HorovodGroupedAllreduce"):
-            out = _coll.allreduce_replicas([scaled], op_name, communicator=comm)[0]
-        ys = [_scale(y, postscale_factor) for y in out]
+        if op == Adasum:
+            with tf.name_scope(name or "HorovodAdasum"):
+                ys = _adasum.grouped_adasum(inputs, comm, prescale_factor, postscale_factor)
+        else:
+            scaled = [_scale(x, prescale_factor) for x in inputs]
+            with tf.name_scope(name or "HorovodGroupedAllreduce"):
+                out = _coll.allreduce_replicas([scaled], op_name, communicator=comm)[0]
+            ys = [_scale(y, postscale_factor) for y in out]
 
         def grad(*dys: Any) -> list[tf.Tensor]:
             return _grouped_allreduce(

@@ -273,7 +273,8 @@ def DistributedOptimizer(
     scale_local_gradients: bool = True,
 ) -> Any:
     """A copy of ``optimizer`` (same class name, built from its config) whose updates use
-    gradients averaged (``op``) over all processes.
+    gradients averaged (``op``) over all processes; with ``op=hvd.Adasum`` combined by
+    Adasum, each gradient its own vector and not divided by size(), as Horovod's.
 
     ``backward_passes_per_step`` N > 1 adds N calls' gradients locally and
     all-reduces (and applies) on every N-th call only; divided by N first when

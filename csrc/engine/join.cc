@@ -33,8 +33,9 @@ std::vector<char> identity(ReduceOp op, DType dtype, size_t count) {
       fill(uint16_t(op == ReduceOp::kProd ? 0x3F80 : lowest ? 0xFF80 : 0x7F80));
       break;
     case DType::kFloat32:
-      fill(op == ReduceOp::kProd ? 1.0f
-                                 : (lowest ? -1.0f : 1.0f) * std::numeric_limits<float>::infinity());
+      fill(op == ReduceOp::kProd
+               ? 1.0f
+               : (lowest ? -1.0f : 1.0f) * std::numeric_limits<float>::infinity());
       break;
     case DType::kFloat64:
       fill(op == ReduceOp::kProd ? 1.0
@@ -105,8 +106,8 @@ void Communicator::run_adopted(const Decision& d) {
     default:
       PTC_THROW(kInternal, "a joined rank cannot take part in ", describe(d.desc));
   }
-  r.in = in.empty() ? (d.desc.kind == CollectiveKind::kBroadcast ? out.data() : nullptr)
-                    : in.data();
+  r.in =
+      in.empty() ? (d.desc.kind == CollectiveKind::kBroadcast ? out.data() : nullptr) : in.data();
   if (!r.out) r.out = out.empty() ? nullptr : out.data();
   execute(r, d);  // a failure here is the engine's: it fails every rank's requests
 }

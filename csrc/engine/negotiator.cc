@@ -45,7 +45,8 @@ void Negotiator::absorb(uint64_t round, const std::vector<ParsedRecord>& records
       e.eager = a.eager;
       e.external = a.external;
       e.data = a.data;
-      if (a.key.stream == kJoinStream) joined_round_[static_cast<size_t>(r)] = static_cast<int64_t>(round);
+      if (a.key.stream == kJoinStream)
+        joined_round_[static_cast<size_t>(r)] = static_cast<int64_t>(round);
       if ((r == 0 || joined(0)) && ordered_.insert(a.key).second) order_.push_back(a.key);
     }
   }

@@ -29,14 +29,14 @@ namespace pytfcomm {
 // A collective every rank has asked for.
 struct Decision {
   CollectiveKey key;
-  Request* mine = nullptr;        // this rank's request
-  std::string mismatch;           // why the ranks disagree ("": they agree)
+  Request* mine = nullptr;  // this rank's request
+  std::string mismatch;     // why the ranks disagree ("": they agree)
   // This rank has joined and did not ask for it: it takes part with nothing
   // of its own (identity values, no rows); `mine` is null, `desc` says what
   // the others asked for.
   bool adopted = false;
   Descriptor desc;
-  int last_joined = -1;  // a join decision: the rank that joined last
+  int last_joined = -1;           // a join decision: the rank that joined last
   bool eager = false;             // runs on the round's records, no further message
   std::vector<const char*> data;  // eager inputs by rank (null: none)
   // Every rank's count, for per-rank-count kinds (empty: all equal to this
@@ -97,8 +97,8 @@ class Negotiator {
 
   int rank_;
   int size_;
-  uint64_t round_ = 0;               // the last round absorbed
-  std::vector<Table> tables_;        // by rank
+  uint64_t round_ = 0;         // the last round absorbed
+  std::vector<Table> tables_;  // by rank
   // Rank 0's announcements, oldest first (while rank 0 has joined: every
   // rank's, in rank order, so the others' collectives still get an order).
   std::deque<CollectiveKey> order_;

@@ -73,7 +73,8 @@ TEST(Join, ActiveRanksGetWhatTheActiveRanksGave) {
               counts.data(), 0);
           std::vector<int64_t> want_rows;
           for (int q = 0; q < n; ++q) {
-            ASSERT_EQ(counts[static_cast<size_t>(q)], q >= step ? static_cast<uint64_t>(q + 1) : 0u);
+            ASSERT_EQ(counts[static_cast<size_t>(q)],
+                      q >= step ? static_cast<uint64_t>(q + 1) : 0u);
             if (q >= step) want_rows.insert(want_rows.end(), static_cast<size_t>(q + 1), q);
           }
           ASSERT_EQ(got, want_rows);
@@ -81,8 +82,8 @@ TEST(Join, ActiveRanksGetWhatTheActiveRanksGave) {
         last[static_cast<size_t>(r)] = comm.join(0);
         // After everyone joined, plain calls pair up again.
         std::vector<float> x(count, 1.0f);
-        comm.allreduce(x.data(), x.data(), count, DType::kFloat32, ReduceOp::kSum,
-                       Algorithm::kAuto, 0);
+        comm.allreduce(x.data(), x.data(), count, DType::kFloat32, ReduceOp::kSum, Algorithm::kAuto,
+                       0);
         ASSERT_EQ(x[0], static_cast<float>(n));
       }
     });

@@ -100,7 +100,9 @@ class Communicator:
     def handle(self) -> int: ...
     @property
     def timeline_path(self) -> str:
-        """This rank's PYTFCOMM_TIMELINE file, or '' when off."""
+        """This rank's timeline file, or '' when off."""
+    def start_timeline(self, pattern: str) -> str: ...
+    def stop_timeline(self) -> None: ...
     @property
     def failure(self) -> str:
         """Why an error closed the communicator ('' otherwise)."""

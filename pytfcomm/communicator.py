@@ -209,8 +209,26 @@ class Communicator:
 
     @property
     def timeline_path(self) -> str:
-        """This rank's timeline file (``PYTFCOMM_TIMELINE``, docs/timeline.md), or ``""``."""
+        """This rank's timeline file (``PYTFCOMM_TIMELINE`` or :meth:`start_timeline`,
+        docs/timeline.md), or ``""`` while off."""
         return self._core.timeline_path
+
+    def start_timeline(self, path: str) -> str:
+        """Start (or resume) this rank's timeline at run time; returns its file.
+
+        ``path`` is a pattern as ``PYTFCOMM_TIMELINE``'s: ``"%r"`` becomes the rank,
+        else ``.rank<N>`` goes before the extension. Another file than the current
+        one is created anew; the same one is appended to. Local to this rank (call it
+        on every rank for a whole-job timeline). :class:`ConfigError` when the file
+        cannot be written.
+        """
+        if not isinstance(path, str) or not path:
+            raise InvalidArgumentError(f"start_timeline needs a file path, got {path!r}")
+        return str(self._core.start_timeline(path))
+
+    def stop_timeline(self) -> None:
+        """Stop the timeline: its file is complete JSON, later events are dropped."""
+        self._core.stop_timeline()
 
     @property
     def closed(self) -> bool:

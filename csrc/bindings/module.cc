@@ -208,7 +208,12 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("closed", &Communicator::closed)
       .def("host_of", &Communicator::host_of)
       .def_property_readonly("timeline_path", &Communicator::timeline_path,
-                             "This rank's PYTFCOMM_TIMELINE file, or '' when off")
+                             "This rank's timeline file, or '' when off")
+      .def("start_timeline", &Communicator::start_timeline, py::arg("pattern"),
+           "Start this rank's timeline in the file of `pattern` ('%r' or '.rank<N>'); "
+           "returns its path")
+      .def("stop_timeline", &Communicator::stop_timeline,
+           "Stop the timeline (the file is complete; later events are dropped)")
       .def_property_readonly(
           "handle",
           [](const std::shared_ptr<Communicator>& c) { return pytfcomm::register_communicator(c); },

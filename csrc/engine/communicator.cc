@@ -118,7 +118,7 @@ Communicator::Communicator(const CommOptions& o)
   inspector_ = std::make_unique<StallInspector>(rank_, size_, stall);
   inspector_->attach(transport_.get());
   transport_->set_status_observer(inspector_.get());
-  timeline_ = Timeline::open(p.timeline, rank_, size_, host_of(rank_));
+  timeline_.set(Timeline::open(p.timeline, rank_, size_, host_of(rank_)));
   PTC_LOG(kInfo, "connected: rank ", rank_, " of ", size_, ", local ", local_.me, " of ",
           local_.size(), ", ", num_hosts_, " host(s), transport ", conn.mode, " (", conn.shm_peers,
           " peer(s) over shared memory), spin ", conn.spin_us, " us");
@@ -144,6 +144,38 @@ Communicator::~Communicator() {
 }
 
 std::string Communicator::timeline_path() const { return timeline_ ? timeline_->path() : ""; }
+
+void Communicator::TimelineSlot::set(std::unique_ptr<Timeline> t) {
+  owned_ = std::move(t);
+  ptr_.store(owned_.get(), std::memory_order_release);
+}
+
+Timeline* Communicator::TimelineSlot::release() {
+  ptr_.store(nullptr, std::memory_order_release);
+  return owned_.release();
+}
+
+std::string Communicator::start_timeline(const std::string& pattern) {
+  PTC_CHECK_ARG(!pattern.empty(), "start_timeline needs a file path");
+  std::lock_guard<std::mutex> lock(timeline_mu_);
+  if (!timeline_) {
+    std::unique_ptr<Timeline> t = Timeline::open(pattern, rank_, size_, host_of(rank_));
+    if (!t) {
+      PTC_THROW(kConfig, "cannot write the timeline file ", Timeline::path_for(pattern, rank_),
+                " (see the warning above): pass a path in a writable directory");
+    }
+    timeline_.set(std::move(t));
+  } else if (!timeline_->start(pattern)) {
+    PTC_THROW(kConfig, "cannot write the timeline file ", Timeline::path_for(pattern, rank_),
+              ": pass a path in a writable directory");
+  }
+  return timeline_->path();
+}
+
+void Communicator::stop_timeline() {
+  std::lock_guard<std::mutex> lock(timeline_mu_);
+  if (timeline_) timeline_->stop();
+}
 
 std::string Communicator::host_of(int rank) const {
   return rank >= 0 && rank < size_ ? hosts_[static_cast<size_t>(rank)] : "?";
@@ -334,9 +366,9 @@ void Communicator::run_requests(Request* const* rs, size_t n, const CallKey* key
   }
   const bool named = key != nullptr && !key->name.empty();
   const ThreadStream& ts = thread_stream();
-  const uint64_t stream =
-      key != nullptr && key->stream != 0 ? key->stream
-                                         : (named ? stream_id("name", key->name) : ts.id);
+  const uint64_t stream = key != nullptr && key->stream != 0
+                              ? key->stream
+                              : (named ? stream_id("name", key->name) : ts.id);
   StreamState* in_use = nullptr;  // this thread's stream while the call runs
   {
     std::lock_guard<std::mutex> lock(mu_);

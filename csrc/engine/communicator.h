@@ -158,9 +158,17 @@ class Communicator {
 
   // Tensor fusion and asynchronous all-reduce on this communicator.
   Fusion& fusion() { return *fusion_; }
-  // The timeline (PYTFCOMM_TIMELINE), null when off; its file path otherwise.
+  // The timeline (PYTFCOMM_TIMELINE, or start_timeline), null when never
+  // started; once set it stays for the communicator's life (stop_timeline
+  // pauses it), so a hook that saw it may use it.
   Timeline* timeline() const { return timeline_.get(); }
+  // Its file path; "" while off.
   std::string timeline_path() const;
+  // At run time: start writing this rank's timeline in the file of `pattern`
+  // (Timeline::path_for: "%r" or ".rank<N>"); returns the path. Throws
+  // kConfig when the file cannot be written. stop_timeline() pauses it.
+  std::string start_timeline(const std::string& pattern);
+  void stop_timeline();
 
  private:
   enum class RoundState { kBetween, kInRound };
@@ -273,7 +281,22 @@ class Communicator {
 
   // Observability (docs/timeline.md, docs/reliability.md).
   std::unique_ptr<StallInspector> inspector_;
-  std::unique_ptr<Timeline> timeline_;
+  // Null until a timeline is started, then set once: hooks on any thread
+  // test it and use it without a lock (`if (timeline_) timeline_->...`).
+  class TimelineSlot {
+   public:
+    explicit operator bool() const { return get() != nullptr; }
+    Timeline* operator->() const { return get(); }
+    Timeline* get() const { return ptr_.load(std::memory_order_acquire); }
+    void set(std::unique_ptr<Timeline> t);  // only while null
+    Timeline* release();
+
+   private:
+    std::unique_ptr<Timeline> owned_;
+    std::atomic<Timeline*> ptr_{nullptr};
+  };
+  TimelineSlot timeline_;
+  std::mutex timeline_mu_;  // start/stop at run time
   std::unique_ptr<Fusion> fusion_;
   std::thread background_;  // last: it uses everything above
 };

@@ -110,6 +110,16 @@ std::unique_ptr<Timeline> Timeline::open(const std::string& pattern, int rank, i
 
 Timeline::Timeline(int fd, std::string path, int rank, int size, std::string host)
     : fd_(fd), path_(std::move(path)), rank_(rank), size_(size), host_(std::move(host)) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    write_head();
+  }
+  buf_.reserve(256);
+  last_flush_ns_ = now_ns();
+  flush();
+}
+
+void Timeline::write_head() {
   std::string head = "{\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":" + std::to_string(rank_) +
                      ",\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"rank " +
                      std::to_string(rank_) + " (";
@@ -117,12 +127,46 @@ Timeline::Timeline(int fd, std::string path, int rank, int size, std::string hos
   head += ")\"}},\n{\"ph\":\"M\",\"pid\":" + std::to_string(rank_) +
           ",\"tid\":0,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" +
           std::to_string(rank_) + "}}";
-  body_end_ = 0;
-  if (!write_all_at(fd_, head, 0)) write_failed_ = true;
+  lanes_named_.clear();
+  write_failed_ = !write_all_at(fd_, head, 0);
   body_end_ = static_cast<int64_t>(head.size());
-  buf_.reserve(256);
-  last_flush_ns_ = now_ns();
+}
+
+std::string Timeline::path() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_.load(std::memory_order_relaxed) ? path_ : std::string();
+}
+
+void Timeline::stop() noexcept {
   flush();
+  active_.store(false, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(mu_);
+  buf_.clear();  // what raced past the flush
+}
+
+bool Timeline::start(const std::string& pattern) {
+  const std::string path = path_for(pattern, rank_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (path != path_) {
+      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        PTC_LOG(kWarn, "timeline: cannot write ", path, ": ", std::strerror(errno));
+        return false;
+      }
+      if (active_.load(std::memory_order_relaxed)) flush_locked();  // the old file's last events
+      ::close(fd_);
+      fd_ = fd;
+      path_ = path;
+      buf_.clear();
+      write_head();
+      if (write_failed_) return false;
+    }
+  }
+  active_.store(true, std::memory_order_release);
+  flush();
+  PTC_LOG(kInfo, "timeline: writing ", path);
+  return true;
 }
 
 Timeline::~Timeline() {
@@ -164,6 +208,7 @@ TraceEvent collective_event(const transport::MessageMeta& meta, const char* name
 
 void Timeline::begin_collective(const transport::MessageMeta& meta, const char* name, size_t bytes,
                                 int64_t submit_ns, int64_t locked_ns) {
+  in_collective_ = true;
   cur_ = collective_event(meta, name, bytes);
   cur_.queue_ns = locked_ns - submit_ns;
   cur_.ts_ns = submit_ns;  // the span covers the queue too; "queue" is its first phase
@@ -194,6 +239,11 @@ void Timeline::note_algorithm(const char* chosen, const char* requested) {
 }
 
 void Timeline::end_collective(bool failed) {
+  if (!in_collective_) {  // the timeline started while the collective ran
+    depth_ = 0;
+    return;
+  }
+  in_collective_ = false;
   while (depth_ > 0) phase_end();  // an error unwound past open phases
   if (traced_) traced_->forget();
   cur_.dur_ns = now_ns() - cur_.ts_ns;
@@ -231,6 +281,7 @@ void Timeline::add_span(const char* name, int64_t t0, int64_t t1, uint64_t bytes
 }
 
 void Timeline::add(const TraceEvent& e) {
+  if (!active_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(mu_);
   buf_.push_back(e);
 }
@@ -329,6 +380,14 @@ void Timeline::append_json(std::string& out, const TraceEvent& e) const {
 void Timeline::flush() noexcept {
   try {
     std::lock_guard<std::mutex> lock(mu_);
+    flush_locked();
+  } catch (...) {
+    write_failed_ = true;
+  }
+}
+
+void Timeline::flush_locked() noexcept {
+  try {
     last_flush_ns_ = now_ns();
     if (write_failed_) {
       buf_.clear();

@@ -8,6 +8,7 @@
 // one branch on a null pointer.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -54,7 +55,16 @@ class Timeline : public algorithms::Tracer {
   ~Timeline() override;
 
   static int64_t now_ns();
-  const std::string& path() const { return path_; }
+  // The file being written; "" while stopped.
+  std::string path() const;
+
+  // At run time (Horovod's start_timeline/stop_timeline): stop() writes what
+  // is buffered, leaves a complete file and drops later events; start()
+  // resumes, in the file of `pattern` (path_for) if it names another one
+  // (created anew), else in the same file. start() returns false, and warns,
+  // when the file cannot be written (the timeline stays stopped).
+  void stop() noexcept;
+  bool start(const std::string& pattern);
 
   // The transport the algorithms use while tracing (times every wait).
   transport::Transport& traced(transport::Transport& inner);
@@ -84,14 +94,18 @@ class Timeline : public algorithms::Tracer {
 
  private:
   Timeline(int fd, std::string path, int rank, int size, std::string host);
+  void write_head();             // with mu_ held
+  void flush_locked() noexcept;  // with mu_ held
   void add(const TraceEvent& e);
   void append_json(std::string& out, const TraceEvent& e) const;
 
   int fd_;
   std::string path_;
+  std::atomic<bool> active_{true};
+  bool in_collective_ = false;  // begin_collective seen (it may predate a start)
   int rank_, size_;
   std::string host_;
-  std::mutex mu_;  // the buffer (flushes may come from the exit handler)
+  mutable std::mutex mu_;  // the buffer (flushes may come from the exit handler)
   std::vector<TraceEvent> buf_;
   std::vector<uint32_t> lanes_named_;
   std::string pending_meta_;  // thread-name records not yet written

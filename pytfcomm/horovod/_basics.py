@@ -471,27 +471,20 @@ def ddl_built() -> bool:
 
 
 def start_timeline(file_path: str, mark_cycles: bool = False) -> None:
-    """Not supported: pytfcomm's timeline is chosen when the job starts.
+    """Start (or resume) the timeline at run time (Horovod's ``start_timeline``).
 
-    Set ``PYTFCOMM_TIMELINE=/path/prefix`` in the environment before
-    ``hvd.init()`` (``pytfcomm-run -x PYTFCOMM_TIMELINE=...``); see docs/timeline.md.
+    pytfcomm writes one Chrome-trace file per rank: ``file_path`` with
+    ``.rank<N>`` before the extension (or ``%r`` replaced by the rank), which
+    ``python -m pytfcomm timeline merge`` joins into one (docs/timeline.md).
+    Call it on every rank. ``mark_cycles`` is accepted (pytfcomm has no
+    background cycles to mark; every collective is an event).
     """
-    _require()
-    current = _comm.timeline_path if _comm is not None else ""
-    raise NotImplementedError(
-        "hvd.start_timeline: pytfcomm cannot start a timeline at run time; set "
-        "PYTFCOMM_TIMELINE=<path prefix> in the environment before hvd.init() "
-        f"(docs/timeline.md). This rank's timeline: {current or 'off'}"
-    )
+    _require().start_timeline(file_path)
 
 
 def stop_timeline() -> None:
-    """Not supported: the PYTFCOMM_TIMELINE timeline runs until the job ends."""
-    _require()
-    raise NotImplementedError(
-        "hvd.stop_timeline: pytfcomm's timeline (PYTFCOMM_TIMELINE, set before hvd.init()) "
-        "runs until hvd.shutdown(); it cannot be stopped at run time (docs/timeline.md)"
-    )
+    """Stop the timeline (Horovod's ``stop_timeline``); its files are complete."""
+    _require().stop_timeline()
 
 
 def handle_average_backwards_compatibility(op: Any, average: Any) -> int:

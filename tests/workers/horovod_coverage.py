@@ -82,7 +82,7 @@ def _probes(hvd: Any, keras_hvd: Any) -> dict[str, Any]:
         "ccl_built": lambda m: m.ccl_built(),
         "cuda_built": lambda m: m.cuda_built(),
         "rocm_built": lambda m: m.rocm_built(),
-        "start_timeline": lambda m: m.start_timeline("/tmp/timeline.json"),
+        "start_timeline": lambda m: m.start_timeline(f"{tempfile.mkdtemp()}/timeline.json"),
         "stop_timeline": lambda m: m.stop_timeline(),
         "Average": lambda m: m.Average,
         "Sum": lambda m: m.Sum,

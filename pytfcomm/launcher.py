@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 
 from ._launch.gpus import GPUS_PER_RANK_VAR, assign_gpus, visible_gpus
@@ -239,6 +241,8 @@ def _rank_specs(
     plan = make_plan(placements, port=args.port, bind=args.bind)
     secret = job_secret(os.environ)
     runs = {"PYTFCOMM_RESTART_COUNT": str(attempt), "PYTFCOMM_MAX_RESTARTS": str(args.restarts)}
+    if getattr(args, "elastic_dir", None):
+        runs["PYTFCOMM_ELASTIC_DIR"] = args.elastic_dir
     exported = forwarded_vars(args.export, os.environ)
     gpu_envs = _gpu_envs(args, placements, exported)
     base = {**local_env(os.environ), **exported}
@@ -257,6 +261,11 @@ def _rank_specs(
             specs.append(RankSpec(p.rank, p.host.target, argv, dict(os.environ), line))
     summary = f"{len(placements)} rank(s), rendezvous {plan.addr}, TF workers {plan.tf_workers}"
     return specs, summary
+
+
+def _drop_elastic_dir(args: argparse.Namespace) -> None:
+    if args.elastic_dir and args.own_elastic_dir:
+        shutil.rmtree(args.elastic_dir, ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -283,16 +292,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 say(f"rank {s.rank} on {s.host} ({where}): {shlex.join(s.argv)[:300]}")
         return specs
 
+    # Where hvd.elastic commits survive a restart (pytfcomm.horovod.tensorflow.elastic):
+    # the caller's PYTFCOMM_ELASTIC_DIR, else a directory that lives as long as we do.
+    args.elastic_dir = os.environ.get("PYTFCOMM_ELASTIC_DIR", "").strip() or None
+    args.own_elastic_dir = False
+    if args.restarts > 0 and not args.elastic_dir:
+        args.elastic_dir = tempfile.mkdtemp(prefix="pytfcomm-elastic-")
+        args.own_elastic_dir = True
     try:
         first = specs_for(0)
     except UsageError as exc:
         parser.print_usage(sys.stderr)
         say(f"error: {exc}")
+        _drop_elastic_dir(args)
         return USAGE_EXIT
     try:
         relay = OutputRelay(prefix=not args.no_prefix, output_dir=args.output_dir)
     except OSError as exc:
         say(f"error: --output-dir {args.output_dir!r}: {exc}")
+        _drop_elastic_dir(args)
         return USAGE_EXIT
 
     def relay_for(attempt: int) -> OutputRelay:
@@ -300,15 +318,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return relay
         return OutputRelay(prefix=not args.no_prefix, output_dir=args.output_dir, append=True)
 
-    return run_with_restarts(
-        first,
-        specs_for,
-        relay_for,
-        restarts=args.restarts,
-        kill_timeout=args.kill_timeout,
-        timeout=args.timeout,
-        say=say,
-    )
+    try:
+        return run_with_restarts(
+            first,
+            specs_for,
+            relay_for,
+            restarts=args.restarts,
+            kill_timeout=args.kill_timeout,
+            timeout=args.timeout,
+            say=say,
+        )
+    finally:
+        _drop_elastic_dir(args)
 
 
 if __name__ == "__main__":

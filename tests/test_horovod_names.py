@@ -61,7 +61,6 @@ NAMES = {
 
 # What raises NotImplementedError for now (docs/horovod.md says why and what instead).
 NOT_IMPLEMENTED = {
-    "elastic": "--restarts",
     "LocalGradientAggregationHelper": "backward_passes_per_step",
     "BroadcastGlobalVariablesHook": "broadcast_variables",
 }
@@ -83,4 +82,4 @@ def test_every_horovod_name_exists_and_works_or_says_what_instead(ranks):
     # The count the docs quote: distinct names, implemented / NotImplementedError.
     distinct = {k.rsplit(".", 1)[1] for k in out}
     assert len(distinct) == 72
-    assert len(distinct & NOT_IMPLEMENTED.keys()) == 3
+    assert len(distinct & NOT_IMPLEMENTED.keys()) == 2

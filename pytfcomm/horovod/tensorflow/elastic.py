@@ -1,40 +1,312 @@
-"""Horovod's elastic training API: not supported by pytfcomm yet.
+"""Horovod's elastic training API for TensorFlow, on ``pytfcomm-run --restarts``.
 
-pytfcomm jobs have a fixed size; ``pytfcomm-run --restarts N`` restarts every
-rank after a failure (resume from a checkpoint, e.g. ``pytfcomm.tf.backup``).
+Horovod recovers from a lost worker inside the surviving processes: they roll
+their state back to the last ``commit()``, rendezvous again (with hosts added
+or removed) and go on. pytfcomm jobs have a fixed size, and its launcher
+recovers by restarting *every* rank (``pytfcomm-run --restarts N``). This
+module gives Horovod's API that meaning:
+
+* ``state.commit()`` saves the state in memory (for ``restore()``) and, when
+  ``PYTFCOMM_ELASTIC_DIR`` is set (``pytfcomm-run --restarts`` sets it to a
+  directory that lives as long as the launcher), rank 0 also writes it there,
+  atomically;
+* ``@hvd.elastic.run`` starts ``func(state)`` from the last committed state
+  (after a restart: rank 0 reads it back; then ``state.sync()`` gives every rank
+  rank 0's), and lets errors propagate: a lost peer fails every rank, the
+  launcher restarts the job, and ``run`` resumes from the commit;
+* ``check_host_updates()`` never interrupts (no hosts come or go), and reset
+  callbacks run after a restart, before ``func``.
+
+What is lost to a failure is what happened since the last commit, as in
+Horovod. Not supported: adding or removing hosts while the job runs
+(``--min-np``/``--max-np``/host discovery in ``horovodrun``).
 """
 
 from __future__ import annotations
 
+import os
+import pickle
+import tempfile
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["ObjectState", "State", "TensorFlowKerasState", "TensorFlowState", "run"]
+import numpy as np
 
-MESSAGE = (
-    "Horovod elastic training is not supported by pytfcomm: jobs have a fixed size. Use "
-    "pytfcomm-run --restarts N with checkpoints (pytfcomm.tf.backup) to survive failures."
-)
+from .._basics import rank
+from .functions import broadcast_object, broadcast_variables
 
+__all__ = ["ObjectState", "State", "TensorFlowKerasState", "TensorFlowState", "restarted", "run"]
 
-def run(func: Any) -> Any:
-    """Not supported: raises NotImplementedError (see the module doc)."""
-    raise NotImplementedError(MESSAGE)
+ELASTIC_DIR_VAR = "PYTFCOMM_ELASTIC_DIR"
 
 
 class State:
-    """Not supported: raises NotImplementedError (see the module doc)."""
+    """State kept in step across ranks, committed and restored as in Horovod.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(MESSAGE)
+    ``bcast_object(obj)`` returns rank 0's ``obj`` on every rank; ``get_rank()``
+    this process's rank. Subclasses implement ``save``, ``restore`` and ``sync``,
+    and ``_snapshot``/``_load_snapshot`` for what is written to disk.
+    """
+
+    _count = 0  # states made in this process: names their files
+
+    def __init__(self, bcast_object: Callable[[Any], Any], get_rank: Callable[[], int]) -> None:
+        self._bcast_object = bcast_object
+        self._rank = get_rank
+        self._reset_callbacks: list[Callable[[], None]] = []
+        self._file = f"state{State._count}.pkl"
+        State._count += 1
+
+    def register_reset_callbacks(self, callbacks: Sequence[Callable[[], None]]) -> None:
+        """Functions to call after a reset (here: after the job restarted), before ``func``."""
+        self._reset_callbacks.extend(callbacks)
+
+    def on_reset(self) -> None:
+        self.reset()
+        for callback in self._reset_callbacks:
+            callback()
+
+    def commit(self) -> None:
+        """Save the state (in memory, and on disk from rank 0 when PYTFCOMM_ELASTIC_DIR is set)."""
+        self.save()
+        self._persist()
+        self.check_host_updates()
+
+    def check_host_updates(self) -> None:
+        """Horovod raises HostsUpdatedInterrupt here when hosts change; pytfcomm jobs keep
+        their hosts, so this never interrupts."""
+
+    def save(self) -> None:
+        raise NotImplementedError()
+
+    def restore(self) -> None:
+        raise NotImplementedError()
+
+    def sync(self) -> None:
+        raise NotImplementedError()
+
+    def reset(self) -> None:
+        """Called after a reset, before the reset callbacks."""
+
+    # -- on disk ---------------------------------------------------------------------------
+    def _snapshot(self) -> dict[str, Any]:
+        raise NotImplementedError()
+
+    def _load_snapshot(self, data: dict[str, Any]) -> None:
+        raise NotImplementedError()
+
+    def _path(self) -> str | None:
+        folder = os.environ.get(ELASTIC_DIR_VAR, "").strip()
+        return os.path.join(folder, self._file) if folder else None
+
+    def _persist(self) -> None:
+        path = self._path()
+        if path is None or self._rank() != 0:
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".commit-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump(self._snapshot(), f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)  # a crash mid-write leaves the previous commit whole
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def _resume(self) -> bool:
+        """Rank 0 loads the last commit written before a restart; True if it did."""
+        path = self._path()
+        if path is None or self._rank() != 0 or not os.path.exists(path):
+            return False
+        with open(path, "rb") as f:
+            self._load_snapshot(pickle.load(f))
+        return True
 
 
 class ObjectState(State):
-    """Not supported."""
+    """Python objects given as keyword arguments, exposed as attributes."""
+
+    def __init__(
+        self, bcast_object: Callable[[Any], Any], get_rank: Callable[[], int], **kwargs: Any
+    ) -> None:
+        self._saved_state = dict(kwargs)
+        self._set_attrs()
+        super().__init__(bcast_object=bcast_object, get_rank=get_rank)
+
+    def save(self) -> None:
+        self._saved_state = {k: getattr(self, k) for k in self._saved_state}
+
+    def restore(self) -> None:
+        self._set_attrs()
+
+    def sync(self) -> None:
+        if self._saved_state:
+            self._saved_state = self._bcast_object(self._saved_state)
+            self._set_attrs()
+
+    def _set_attrs(self) -> None:
+        for k, v in self._saved_state.items():
+            setattr(self, k, v)
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {"objects": self._saved_state}
+
+    def _load_snapshot(self, data: dict[str, Any]) -> None:
+        self._saved_state = dict(data["objects"])
+        self._set_attrs()
 
 
-class TensorFlowState(ObjectState):
-    """Not supported."""
+def _optimizer_variables(optimizer: Any) -> list[Any]:
+    if optimizer is None:
+        return []
+    v = optimizer.variables
+    return list(v() if callable(v) else v)
 
 
 class TensorFlowKerasState(ObjectState):
-    """Not supported."""
+    """A Keras model and its optimizer (Keras 3 or tf-keras), plus keyword objects.
+
+    The model must be built. An optimizer whose variables do not exist yet
+    (Keras 3 makes them on the first step) is built for the model's trainable
+    variables when a committed state is loaded into it.
+    """
+
+    def __init__(
+        self, model: Any, optimizer: Any = None, backend: Any = None, **kwargs: Any
+    ) -> None:
+        if not getattr(model, "built", True):
+            raise ValueError("Model must be built first. Run `model.build(input_shape)`.")
+        self.model = model
+        self.optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
+        self.backend = backend
+        self._save_model()
+        super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
+
+    def _variables(self) -> tuple[list[Any], list[Any]]:
+        return list(self.model.variables), _optimizer_variables(self.optimizer)
+
+    def _save_model(self) -> None:
+        model_vars, opt_vars = self._variables()
+        self._saved_model = [np.array(v.numpy()) for v in model_vars]
+        self._saved_opt = [np.array(v.numpy()) for v in opt_vars]
+
+    def _load_model(self) -> None:
+        model_vars, opt_vars = self._variables()
+        if self._saved_opt and len(opt_vars) != len(self._saved_opt):
+            build = getattr(self.optimizer, "build", None)
+            if build is not None:
+                build(self.model.trainable_variables)
+                opt_vars = _optimizer_variables(self.optimizer)
+        if len(model_vars) != len(self._saved_model) or (
+            self._saved_opt and len(opt_vars) != len(self._saved_opt)
+        ):
+            raise ValueError(
+                "the committed state does not fit this model/optimizer: "
+                f"{len(self._saved_model)} model and {len(self._saved_opt)} optimizer "
+                f"variables saved, {len(model_vars)} and {len(opt_vars)} here"
+            )
+        for v, value in zip(model_vars, self._saved_model, strict=True):
+            v.assign(value)
+        for v, value in zip(opt_vars, self._saved_opt, strict=False):
+            v.assign(value)
+
+    def save(self) -> None:
+        self._save_model()
+        super().save()
+
+    def restore(self) -> None:
+        self._load_model()
+        super().restore()
+
+    def sync(self) -> None:
+        model_vars, opt_vars = self._variables()
+        broadcast_variables(model_vars + opt_vars, root_rank=0)
+        self._save_model()
+        super().sync()
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {**super()._snapshot(), "model": self._saved_model, "optimizer": self._saved_opt}
+
+    def _load_snapshot(self, data: dict[str, Any]) -> None:
+        self._saved_model, self._saved_opt = list(data["model"]), list(data["optimizer"])
+        self._load_model()
+        super()._load_snapshot(data)
+
+
+class TensorFlowState(ObjectState):
+    """A list of ``tf.Variable`` (TF2, eager), plus keyword objects."""
+
+    def __init__(self, variables: Sequence[Any] | None = None, session: Any = None, **kwargs: Any):
+        if not variables:
+            raise ValueError(
+                "TensorFlowState needs variables=[...] (TF2 has no global variable collection)"
+            )
+        if session is not None:
+            raise NotImplementedError(
+                "TensorFlowState(session=...): TF1 sessions are not supported"
+            )
+        self.variables = list(variables)
+        self.session = None
+        self._save_model()
+        super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
+
+    def _save_model(self) -> None:
+        self._values = [np.array(v.numpy()) for v in self.variables]
+
+    def _load_model(self) -> None:
+        for v, value in zip(self.variables, self._values, strict=True):
+            v.assign(value)
+
+    def save(self) -> None:
+        self._save_model()
+        super().save()
+
+    def restore(self) -> None:
+        self._load_model()
+        super().restore()
+
+    def sync(self) -> None:
+        broadcast_variables(self.variables, root_rank=0)
+        self._save_model()
+        super().sync()
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {**super()._snapshot(), "variables": self._values}
+
+    def _load_snapshot(self, data: dict[str, Any]) -> None:
+        self._values = list(data["variables"])
+        self._load_model()
+        super()._load_snapshot(data)
+
+
+def restarted() -> bool:
+    """Whether this run of the job is a restart (``pytfcomm-run --restarts``)."""
+    try:
+        return int(os.environ.get("PYTFCOMM_RESTART_COUNT", "0") or 0) > 0
+    except ValueError:
+        return False
+
+
+def run(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: ``func(state, ...)`` resumed from the last commit (see the module doc).
+
+    On a restart, rank 0 loads the state committed before it and the reset
+    callbacks run; then ``state.sync()`` gives every rank rank 0's state and
+    ``func`` runs. Errors (a lost peer) propagate: the launcher restarts the job.
+    """
+    if not callable(func):
+        raise TypeError(f"hvd.elastic.run decorates a function, got {func!r}")
+
+    def wrapper(state: State, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(state, State):
+            raise TypeError(f"the first argument must be an hvd.elastic State, got {state!r}")
+        if restarted():
+            state._resume()
+            state.on_reset()
+        state.sync()
+        return func(state, *args, **kwargs)
+
+    wrapper.__name__ = getattr(func, "__name__", "wrapper")
+    wrapper.__doc__ = getattr(func, "__doc__", None)
+    return wrapper

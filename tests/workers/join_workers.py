@@ -6,16 +6,9 @@ Rank r runs r + 1 steps, then joins: at step s the active ranks are s..n-1.
 from __future__ import annotations
 
 import numpy as np
+from reference import error_text as _err
 
 import pytfcomm
-
-
-def _err(fn) -> str:
-    try:
-        fn()
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return "no error"
 
 
 def steps(rank: int, size: int, addr: str, elems: int) -> dict:

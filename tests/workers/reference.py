@@ -93,3 +93,12 @@ def _isnan(a: np.ndarray) -> np.ndarray:
 
 def digest(a: np.ndarray) -> str:
     return hashlib.sha1(np.ascontiguousarray(a).view(np.uint8).tobytes()).hexdigest()
+
+
+def error_text(fn) -> str:
+    """``"ClassName: message"`` of what ``fn()`` raised, or ``"no error"``."""
+    try:
+        fn()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "no error"

@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from reference import error_text as _err
 
 import pytfcomm
-
-
-def _err(fn) -> str:
-    try:
-        fn()
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return "no error"
 
 
 def groups(rank: int, size: int, addr: str, elems: int) -> dict:

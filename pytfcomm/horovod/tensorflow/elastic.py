@@ -164,7 +164,58 @@ def _optimizer_variables(optimizer: Any) -> list[Any]:
     return list(v() if callable(v) else v)
 
 
-class TensorFlowKerasState(ObjectState):
+class _VariablesState(ObjectState):
+    """Variables saved as NumPy copies and broadcast from rank 0, plus keyword objects.
+
+    Subclasses say which variables (``_groups``: lists saved and restored apart)
+    and may prepare them before a load (``_prepare``).
+    """
+
+    def _groups(self) -> list[list[Any]]:
+        raise NotImplementedError()
+
+    def _prepare(self, saved: list[list[np.ndarray]]) -> None:
+        """Make the variables a load needs (e.g. a Keras 3 optimizer's)."""
+
+    def _save_vars(self) -> None:
+        self._saved = [[np.array(v.numpy()) for v in g] for g in self._groups()]
+
+    def _load_vars(self) -> None:
+        self._prepare(self._saved)
+        groups = self._groups()
+        have = [len(g) for g in groups]
+        want = [len(g) for g in self._saved]
+        if have != want:
+            raise ValueError(
+                f"the committed state does not fit: {want} variables saved, {have} here"
+            )
+        for g, values in zip(groups, self._saved, strict=True):
+            for v, value in zip(g, values, strict=True):
+                v.assign(value)
+
+    def save(self) -> None:
+        self._save_vars()
+        super().save()
+
+    def restore(self) -> None:
+        self._load_vars()
+        super().restore()
+
+    def sync(self) -> None:
+        broadcast_variables([v for g in self._groups() for v in g], root_rank=0)
+        self._save_vars()
+        super().sync()
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {**super()._snapshot(), "variables": self._saved}
+
+    def _load_snapshot(self, data: dict[str, Any]) -> None:
+        self._saved = [list(g) for g in data["variables"]]
+        self._load_vars()
+        super()._load_snapshot(data)
+
+
+class TensorFlowKerasState(_VariablesState):
     """A Keras model and its optimizer (Keras 3 or tf-keras), plus keyword objects.
 
     The model must be built. An optimizer whose variables do not exist yet
@@ -180,61 +231,19 @@ class TensorFlowKerasState(ObjectState):
         self.model = model
         self.optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
         self.backend = backend
-        self._save_model()
+        self._save_vars()
         super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
 
-    def _variables(self) -> tuple[list[Any], list[Any]]:
-        return list(self.model.variables), _optimizer_variables(self.optimizer)
+    def _groups(self) -> list[list[Any]]:
+        return [list(self.model.variables), _optimizer_variables(self.optimizer)]
 
-    def _save_model(self) -> None:
-        model_vars, opt_vars = self._variables()
-        self._saved_model = [np.array(v.numpy()) for v in model_vars]
-        self._saved_opt = [np.array(v.numpy()) for v in opt_vars]
-
-    def _load_model(self) -> None:
-        model_vars, opt_vars = self._variables()
-        if self._saved_opt and len(opt_vars) != len(self._saved_opt):
-            build = getattr(self.optimizer, "build", None)
-            if build is not None:
-                build(self.model.trainable_variables)
-                opt_vars = _optimizer_variables(self.optimizer)
-        if len(model_vars) != len(self._saved_model) or (
-            self._saved_opt and len(opt_vars) != len(self._saved_opt)
-        ):
-            raise ValueError(
-                "the committed state does not fit this model/optimizer: "
-                f"{len(self._saved_model)} model and {len(self._saved_opt)} optimizer "
-                f"variables saved, {len(model_vars)} and {len(opt_vars)} here"
-            )
-        for v, value in zip(model_vars, self._saved_model, strict=True):
-            v.assign(value)
-        for v, value in zip(opt_vars, self._saved_opt, strict=False):
-            v.assign(value)
-
-    def save(self) -> None:
-        self._save_model()
-        super().save()
-
-    def restore(self) -> None:
-        self._load_model()
-        super().restore()
-
-    def sync(self) -> None:
-        model_vars, opt_vars = self._variables()
-        broadcast_variables(model_vars + opt_vars, root_rank=0)
-        self._save_model()
-        super().sync()
-
-    def _snapshot(self) -> dict[str, Any]:
-        return {**super()._snapshot(), "model": self._saved_model, "optimizer": self._saved_opt}
-
-    def _load_snapshot(self, data: dict[str, Any]) -> None:
-        self._saved_model, self._saved_opt = list(data["model"]), list(data["optimizer"])
-        self._load_model()
-        super()._load_snapshot(data)
+    def _prepare(self, saved: list[list[np.ndarray]]) -> None:
+        build = getattr(self.optimizer, "build", None)
+        if saved[1] and not _optimizer_variables(self.optimizer) and build is not None:
+            build(self.model.trainable_variables)
 
 
-class TensorFlowState(ObjectState):
+class TensorFlowState(_VariablesState):
     """A list of ``tf.Variable`` (TF2, eager), plus keyword objects."""
 
     def __init__(self, variables: Sequence[Any] | None = None, session: Any = None, **kwargs: Any):
@@ -248,36 +257,11 @@ class TensorFlowState(ObjectState):
             )
         self.variables = list(variables)
         self.session = None
-        self._save_model()
+        self._save_vars()
         super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
 
-    def _save_model(self) -> None:
-        self._values = [np.array(v.numpy()) for v in self.variables]
-
-    def _load_model(self) -> None:
-        for v, value in zip(self.variables, self._values, strict=True):
-            v.assign(value)
-
-    def save(self) -> None:
-        self._save_model()
-        super().save()
-
-    def restore(self) -> None:
-        self._load_model()
-        super().restore()
-
-    def sync(self) -> None:
-        broadcast_variables(self.variables, root_rank=0)
-        self._save_model()
-        super().sync()
-
-    def _snapshot(self) -> dict[str, Any]:
-        return {**super()._snapshot(), "variables": self._values}
-
-    def _load_snapshot(self, data: dict[str, Any]) -> None:
-        self._values = list(data["variables"])
-        self._load_model()
-        super()._load_snapshot(data)
+    def _groups(self) -> list[list[Any]]:
+        return [self.variables]
 
 
 def restarted() -> bool:

@@ -40,9 +40,10 @@ def test_tensorflow_state_resumes_from_the_commit(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr.decode()[-3000:]
     w = np.zeros(4, np.float32)
     for step in range(8):  # the uninterrupted run, in float32 as TF does it
-        g = (np.arange(4, dtype=np.float32) * (step + 1) * 1 + np.arange(4, dtype=np.float32) * (
-            step + 1
-        ) * 2) / np.float32(2)
+        g = (
+            np.arange(4, dtype=np.float32) * (step + 1) * 1
+            + np.arange(4, dtype=np.float32) * (step + 1) * 2
+        ) / np.float32(2)
         w = w - np.float32(0.01) * g
     for o in _results(tmp_path):
         assert o["attempt"] == 1 and o["first"] == 5 and len(o["resets"]) == 1  # once, pre-sync

@@ -34,19 +34,7 @@ const bool kEnv = [] {
 }();
 
 using testing_util::free_port;
-
-// Runs fn(comm) on n ranks (threads); host_of(rank) simulates hosts.
-void run_ranks(int n, const std::function<void(Communicator&)>& fn,
-               const std::function<std::string(int)>& host_of = nullptr) {
-  int port = free_port();
-  auto errors = testing_util::on_threads(n, [&](int r) {
-    CommOptions o = testing_util::loopback_options(r, n, port);
-    o.host_id = host_of ? host_of(r) : "host";
-    Communicator comm(o);
-    fn(comm);
-  });
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
+using testing_util::run_ranks;
 
 // Each all-reduce algorithm through the engine on real TCP (the algorithms
 // themselves are tested on every rank count in test_algorithms.cc).

@@ -24,16 +24,7 @@ const bool kEnv = [] {
   return true;
 }();
 
-void run_ranks(int n, const std::function<void(Communicator&)>& fn) {
-  int port = testing_util::free_port();
-  auto errors = testing_util::on_threads(n, [&](int r) {
-    CommOptions o = testing_util::loopback_options(r, n, port);
-    o.host_id = "host";
-    Communicator comm(o);
-    fn(comm);
-  });
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
+using testing_util::run_ranks;
 
 // Rank r runs r + 1 steps of every kind, then joins; small and large sizes.
 TEST(Join, ActiveRanksGetWhatTheActiveRanksGave) {

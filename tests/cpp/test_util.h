@@ -1,6 +1,7 @@
 // Helpers shared by the multi-rank C++ tests (ranks run as threads).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -53,6 +54,20 @@ inline std::vector<std::string> on_threads(int n, const std::function<void(int)>
   }
   for (auto& t : threads) t.join();
   return errors;
+}
+
+// Runs fn(comm) on n ranks (threads) over loopback TCP; host_of(rank)
+// simulates hosts (default: one). Each rank's exception fails the test.
+inline void run_ranks(int n, const std::function<void(Communicator&)>& fn,
+                      const std::function<std::string(int)>& host_of = nullptr) {
+  int port = free_port();
+  auto errors = on_threads(n, [&](int r) {
+    CommOptions o = loopback_options(r, n, port);
+    o.host_id = host_of ? host_of(r) : "host";
+    Communicator comm(o);
+    fn(comm);
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
 }
 
 }  // namespace pytfcomm::testing_util

@@ -73,3 +73,9 @@ def test_init_shares_a_communicator_the_script_made(ranks):
 @pytest.mark.parametrize("mode", ["eager", "function"])
 def test_sync_batch_norm_uses_every_ranks_batch(ranks, mode):
     assert ranks(3, "horovod_workers:sync_batch_norm", mode, timeout=180) == [{"ok": True}] * 3
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+def test_dtypes_the_core_lacks_move_bit_for_bit(ranks, mode):
+    for r, o in enumerate(ranks(2, "horovod_dtype_workers:dtypes", mode, timeout=240)):
+        assert o and all(o.values()), (r, {k: v for k, v in o.items() if not v})

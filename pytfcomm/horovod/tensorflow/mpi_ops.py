@@ -100,6 +100,31 @@ def _tensor(x: Any) -> tf.Tensor:
     return tf.convert_to_tensor(x)
 
 
+# Dtypes Horovod takes that pytfcomm's core has no code for. Data-moving ops send
+# them as a same-width dtype (bit for bit); reductions widen them and narrow the
+# result (integer arithmetic modulo 2**bits, as in the narrow type).
+_SAME_WIDTH = {
+    tf.int16: tf.float16,
+    tf.uint16: tf.float16,
+    tf.uint32: tf.int32,
+    tf.uint64: tf.int64,
+    tf.complex64: tf.int64,
+}
+_WIDER = {tf.int16: tf.int32, tf.uint16: tf.int32, tf.uint32: tf.int64}
+
+
+def _moved(fn: Any, x: tf.Tensor, *args: Any, **kwargs: Any) -> Any:
+    """``fn(x, ...)`` for a data-moving collective, ``x`` sent bit for bit."""
+    wire = _SAME_WIDTH.get(x.dtype)
+    if wire is None:
+        return fn(x, *args, **kwargs)
+    return tf.bitcast(fn(tf.bitcast(x, wire), *args, **kwargs), x.dtype)
+
+
+def _widened(xs: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+    return [tf.cast(x, _WIDER[x.dtype]) if x.dtype in _WIDER else x for x in xs]
+
+
 # -- all-reduce ---------------------------------------------------------------------------
 def _grouped_allreduce(
     tensors: Sequence[Any],
@@ -131,10 +156,15 @@ def _grouped_allreduce(
             with tf.name_scope(name or "HorovodAdasum"):
                 ys = _adasum.grouped_adasum(inputs, comm, prescale_factor, postscale_factor)
         else:
-            scaled = [_scale(x, prescale_factor) for x in inputs]
+            scaled = _widened([_scale(x, prescale_factor) for x in inputs])
             with tf.name_scope(name or "HorovodGroupedAllreduce"):
                 out = _coll.allreduce_replicas([scaled], op_name, communicator=comm)[0]
-            ys = [_scale(y, postscale_factor) for y in out]
+            ys = [
+                tf.cast(_scale(y, postscale_factor), x.dtype)
+                if y.dtype != x.dtype
+                else _scale(y, postscale_factor)
+                for y, x in zip(out, inputs, strict=True)
+            ]
 
         def grad(*dys: Any) -> list[tf.Tensor]:
             return _grouped_allreduce(
@@ -195,7 +225,7 @@ def allgather(
     @tf.custom_gradient
     def gather(x: tf.Tensor) -> Any:
         with tf.name_scope(name or "HorovodAllgather"):
-            y = _coll.allgather(x, communicator=comm)
+            y = _moved(_coll.allgather, x, communicator=comm)
 
         def grad(dy: Any) -> tf.Tensor:
             avg = _allreduce(_dense([dy], [y])[0], op=Average, process_set=process_set)
@@ -238,7 +268,7 @@ def broadcast(
     @tf.custom_gradient
     def bcast(x: tf.Tensor) -> Any:
         with tf.name_scope(name or "HorovodBroadcast"):
-            y = _coll.broadcast(x, root, communicator=comm)
+            y = _moved(_coll.broadcast, x, root, communicator=comm)
 
         def grad(dy: Any) -> tf.Tensor:
             avg = _allreduce(_dense([dy], [y])[0], op=Average, process_set=process_set)
@@ -363,7 +393,7 @@ def _alltoall_raw(x: tf.Tensor, splits: tf.Tensor, comm: Any) -> tuple[tf.Tensor
     n, me = comm.size, comm.rank
     splits64 = tf.cast(tf.reshape(splits, [n]), tf.int64)
     matrix = tf.reshape(_coll.allgather(splits64, communicator=comm), [n, n])  # [sender, dest]
-    data = _coll.allgather(x, communicator=comm)  # every sender's rows, in rank order
+    data = _moved(_coll.allgather, x, communicator=comm)  # every sender's rows, in rank order
     sent = tf.reduce_sum(matrix, axis=1)
     sender_start = tf.cumsum(sent, exclusive=True)
     offset_in_sender = tf.cumsum(matrix, axis=1, exclusive=True)[:, me]

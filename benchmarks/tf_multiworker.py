@@ -1,6 +1,6 @@
-"""Multi-worker TF benchmark: pytfcomm vs TF's MultiWorkerMirroredStrategy (RING), one run.
+"""Multi-worker TF benchmark: pytfcomm vs TF's MultiWorkerMirroredStrategy (RING).
 
-    python -m benchmarks.tf_multiworker [--np 2] [--iters 10] [--json out.json]
+    python -m benchmarks.tf_multiworker [--np 2] [--iters 10] [--repeat 5] [--json out.json]
 
 Starts ``--np`` worker processes on 127.0.0.1 for each backend in turn:
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -284,6 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--timeout", type=float, default=400)
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run everything this many times in a row and print each ratio's spread",
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--ports", help=argparse.SUPPRESS)
@@ -295,33 +302,64 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(res))
         return 0
 
+    if args.repeat < 1:
+        ap.error(f"--repeat must be at least 1, got {args.repeat}")
+    runs = [_one_run(args, i) for i in range(args.repeat)]
+    for i, results in enumerate(runs):
+        _print_table(results, args.np, f"run {i + 1} of {args.repeat}" if args.repeat > 1 else "")
+    if args.repeat > 1:
+        _print_spread(runs)
+    if args.json:
+        doc = {"np": args.np, "results": runs[-1], "runs": runs}
+        Path(args.json).write_text(json.dumps(doc, indent=1))
+    return 0 if all("error" not in r for res in runs for r in res.values()) else 1
+
+
+KEYS = ("reduce-16MiB", "resnet50-grads", "train", "keras-fit")
+TIMES = ("reduce-16MiB", "resnet50-grads")  # lower is better; the rest are rates
+REF = "tf-mwms-ring"
+
+
+def _one_run(args: argparse.Namespace, index: int) -> dict[str, dict]:
     results: dict[str, dict] = {}
     for b in args.backends.split(","):
-        print(f"[tf_multiworker] {b} with {args.np} workers ...", file=sys.stderr, flush=True)
+        print(
+            f"[tf_multiworker] run {index + 1}: {b} with {args.np} workers ...",
+            file=sys.stderr,
+            flush=True,
+        )
         got = _run_backend(b, args.np, args.iters, args.timeout)
         if isinstance(got, str):
             print(f"[tf_multiworker] {b} failed: {got}", file=sys.stderr)
             results[b] = {"error": got.splitlines()[0]}
             continue
-        keys = ("reduce-16MiB", "resnet50-grads", "train", "keras-fit")
         # Times: the slowest worker's median; rates: the slowest worker's.
         row = {}
-        for k in keys:
+        for k in KEYS:
             vals = [g[k] for g in got]
             if any(isinstance(v, str) for v in vals):
                 row[k] = next(v for v in vals if isinstance(v, str))
             else:
-                row[k] = max(vals) if k in ("reduce-16MiB", "resnet50-grads") else min(vals)
+                row[k] = max(vals) if k in TIMES else min(vals)
         results[b] = row
-    ref = results.get("tf-mwms-ring", {})
+    return results
 
-    def ratio(b: str, k: str, higher_better: bool) -> str:
-        a, r = results[b].get(k), ref.get(k)
-        if not isinstance(a, float) or not isinstance(r, float) or b == "tf-mwms-ring":
-            return ""
-        return f" ({(a / r if higher_better else r / a):.1f}x)"
 
-    print(f"\n{args.np} workers on 127.0.0.1; ratios vs tf-mwms-ring (higher = pytfcomm better)\n")
+def _ratio(results: dict[str, dict], b: str, k: str, ref: str = REF) -> float | None:
+    """How many times better ``b`` is than ``ref`` on ``k`` (None when either is missing)."""
+    a, r = results.get(b, {}).get(k), results.get(ref, {}).get(k)
+    if not isinstance(a, float) or not isinstance(r, float) or b == ref:
+        return None
+    return r / a if k in TIMES else a / r
+
+
+def _print_table(results: dict[str, dict], n: int, title: str) -> None:
+    def ratio(b: str, k: str) -> str:
+        x = _ratio(results, b, k)
+        return "" if x is None else f" ({x:.1f}x)"
+
+    head = f"{title}: " if title else ""
+    print(f"\n{head}{n} workers on 127.0.0.1; ratios vs {REF} (higher = pytfcomm better)\n")
     print(
         "| backend | reduce 16 MiB (ms) | ResNet-50 grads (ms) | train (examples/s) "
         "| Keras fit (examples/s) |"
@@ -332,14 +370,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {b} | failed: {row['error']} | | | |")
             continue
         print(
-            f"| {b} | {_fmt(row['reduce-16MiB'], 'ms')}{ratio(b, 'reduce-16MiB', False)} "
-            f"| {_fmt(row['resnet50-grads'], 'ms')}{ratio(b, 'resnet50-grads', False)} "
-            f"| {_fmt(row['train'], 'rate')}{ratio(b, 'train', True)} "
-            f"| {_fmt(row['keras-fit'], 'rate')}{ratio(b, 'keras-fit', True)} |"
+            f"| {b} | {_fmt(row['reduce-16MiB'], 'ms')}{ratio(b, 'reduce-16MiB')} "
+            f"| {_fmt(row['resnet50-grads'], 'ms')}{ratio(b, 'resnet50-grads')} "
+            f"| {_fmt(row['train'], 'rate')}{ratio(b, 'train')} "
+            f"| {_fmt(row['keras-fit'], 'rate')}{ratio(b, 'keras-fit')} |"
         )
-    if args.json:
-        Path(args.json).write_text(json.dumps({"np": args.np, "results": results}, indent=1))
-    return 0 if all("error" not in r for r in results.values()) else 1
+
+
+def _print_spread(runs: list[dict[str, dict]]) -> None:
+    """Each ratio's min / median / max over the consecutive runs, so that a claim about
+    "every run" can be checked; plus pytfcomm's strategy against its Horovod style."""
+    pairs = [(b, REF) for b in BACKENDS if b != REF] + [("pytfcomm-mwms", "pytfcomm-horovod")]
+    print(f"\nratios over {len(runs)} consecutive runs: min / median / max (runs counted)\n")
+    print("| ratio | " + " | ".join(KEYS) + " |")
+    print("|---|" + "---:|" * len(KEYS))
+    for b, ref in pairs:
+        cells = []
+        for k in KEYS:
+            xs = [x for res in runs if (x := _ratio(res, b, k, ref)) is not None]
+            if not xs:
+                cells.append("")
+                continue
+            cells.append(f"{min(xs):.2f} / {statistics.median(xs):.2f} / {max(xs):.2f} ({len(xs)})")
+        print(f"| {b} vs {ref} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,41 @@
+"""benchmarks/tf_multiworker.py --repeat: the ratios' min/median/max over runs (the
+numbers behind "N of N runs" claims), computed from canned results, no TF needed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import tf_multiworker as tm
+
+
+def _run(reduce_ms: float, fit: float, ref_reduce: float = 20.0) -> dict:
+    row = {"reduce-16MiB": reduce_ms, "resnet50-grads": 100.0, "train": 5000.0, "keras-fit": fit}
+    ref = {"reduce-16MiB": ref_reduce, "resnet50-grads": 200.0, "train": 1000.0, "keras-fit": 500.0}
+    hvd = {"reduce-16MiB": 1.0, "resnet50-grads": 50.0, "train": 8000.0, "keras-fit": 8000.0}
+    return {"pytfcomm-mwms": row, "tf-mwms-ring": ref, "pytfcomm-horovod": hvd}
+
+
+def test_ratio_directions() -> None:
+    res = _run(2.0, 4000.0)
+    assert tm._ratio(res, "pytfcomm-mwms", "reduce-16MiB") == pytest.approx(10.0)  # time
+    assert tm._ratio(res, "pytfcomm-mwms", "keras-fit") == pytest.approx(8.0)  # rate
+    assert tm._ratio(res, "pytfcomm-mwms", "keras-fit", "pytfcomm-horovod") == 0.5
+    assert tm._ratio(res, "tf-mwms-ring", "train") is None
+    assert tm._ratio({"pytfcomm-mwms": {"error": "x"}}, "pytfcomm-mwms", "train") is None
+
+
+def test_spread_over_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [_run(2.0, 4000.0), _run(4.0, 4000.0), _run(1.0, 6000.0)]
+    runs[1]["pytfcomm-mwms"]["keras-fit"] = "ValueError: failed"  # not counted
+    tm._print_spread(runs)
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("| pytfcomm-mwms vs tf-mwms-ring"))
+    cells = [c.strip() for c in line.split("|")[2:-1]]
+    assert cells[0] == "5.00 / 10.00 / 20.00 (3)"  # 20 ms over 4, 2 and 1 ms
+    assert cells[3] == "8.00 / 10.00 / 12.00 (2)"
+    hvd = next(x for x in out.splitlines() if "pytfcomm-mwms vs pytfcomm-horovod" in x)
+    assert "0.50 / 0.62 / 0.75 (2)" in hvd

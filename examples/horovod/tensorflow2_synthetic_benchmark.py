@@ -25,8 +25,9 @@ copied; what differs from Horovod's script:
 * ``--cpu-threads`` (default: this process's usable cores divided by
   ``hvd.local_size()``): on CPUs every rank gets that many TF intra-op and
   inter-op threads, so that ranks sharing a machine do not each start a
-  thread pool the size of the whole machine. 0 keeps TF's defaults.
-  ``TF_NUM_INTRAOP_THREADS``/``TF_NUM_INTEROP_THREADS``, when set, win.
+  thread pool the size of the whole machine (rank 0 prints ``TF threads per
+  rank: T``). 0 keeps TF's defaults. ``TF_NUM_INTRAOP_THREADS`` and
+  ``TF_NUM_INTEROP_THREADS``, when set, win.
 * The device is ``GPU`` only when one is visible (and ``--no-cuda`` is not
   given); Horovod's prints "GPU" even on a machine without one.
 * ``opt.variables`` where Horovod calls ``opt.variables()``: Keras optimizers

@@ -159,6 +159,8 @@ def _aggregate_then_apply(
     Horovod's). ``IndexedSlices`` are added densely. Returns a bool tensor: applied."""
     s = self._hvd_setup
     accs = _accumulators(s, variables)
+    with tf.init_scope():
+        iterations = self.iterations  # tf-keras legacy optimizers make it lazily: not in a branch
     present = [g is not None for g in grads]
     for acc, g in zip(accs, grads, strict=True):
         if g is not None:
@@ -176,7 +178,7 @@ def _aggregate_then_apply(
         return tf.constant(True)
 
     def skip() -> tf.Tensor:
-        self.iterations.assign_add(1)
+        iterations.assign_add(1)
         return tf.constant(False)
 
     boundary = tf.equal(count % s.passes, 0)

@@ -71,3 +71,33 @@ def test_horovod_custom_loop_example(tmp_path):
     assert float(loss) < 1.0, out[-3000:]
     sums = re.findall(r"rank (\d) weights checksum (\S+)", out)
     assert sorted(r for r, _ in sums) == ["0", "1"] and len({s for _, s in sums}) == 1, sums
+
+
+def test_horovod_synthetic_benchmark_example(tmp_path):
+    out = _run_under_launcher(
+        tmp_path,
+        "horovod/tensorflow2_synthetic_benchmark.py",
+        *("--model", "MobileNetV2", "--image-size", "32", "--batch-size", "4"),
+        *("--num-warmup-batches", "1", "--num-batches-per-iter", "1", "--num-iters", "2"),
+        "--fp16-allreduce",
+        "--check-weights",
+        timeout=120,
+    )
+    # Horovod's lines, printed once (rank 0).
+    assert "Model: MobileNetV2" in out and "Number of CPUs: 2" in out, out[-3000:]
+    assert len(re.findall(r"Iter #\d+: [\d.]+ img/sec per CPU", out)) == 2, out[-3000:]
+    ((per, per_pm),) = re.findall(r"Img/sec per CPU: ([\d.]+) \+-([\d.]+)", out)
+    ((total, total_pm),) = re.findall(r"Total img/sec on 2 CPU\(s\): ([\d.]+) \+-([\d.]+)", out)
+    assert float(per) > 0 and float(total) > 0, out[-3000:]
+    assert float(per_pm) >= 0 and float(total_pm) >= 0
+    assert abs(float(total) - 2 * float(per)) <= 0.2  # both rounded to 0.1
+    # Rank 0's broadcast and the averaged gradients left one model on both ranks.
+    sums = re.findall(r"rank (\d) weights checksum (\S+)", out)
+    assert sorted(r for r, _ in sums) == ["0", "1"] and len({s for _, s in sums}) == 1, sums
+    # Horovod's flags, all of them.
+    text = (EXAMPLES / "horovod" / "tensorflow2_synthetic_benchmark.py").read_text()
+    for flag in ("--fp16-allreduce", "--model", "--batch-size", "--num-warmup-batches"):
+        assert f'"{flag}"' in text
+    for flag in ("--num-batches-per-iter", "--num-iters", "--no-cuda"):
+        assert f'"{flag}"' in text
+    assert "import pytfcomm.horovod.tensorflow as hvd" in text

@@ -435,3 +435,136 @@ def sync_batch_norm(rank: int, size: int, addr: str, mode: str) -> dict:
     assert np.all(np.isfinite(g.numpy()))
     hvd.shutdown()
     return {"ok": True}
+
+
+def _accumulation_reference(
+    grad_fn: Any, w0: np.ndarray, steps: int, passes: int, average: bool, lr: float, mom: float
+) -> list[np.ndarray]:
+    """NumPy SGD+momentum under Horovod's backward_passes_per_step: ``grad_fn(t, w)``
+    is step t's gradient already averaged over ranks (the all-reduce is linear)."""
+    w, velocity, acc, out = w0.astype(np.float64), np.zeros_like(w0, np.float64), 0.0, []
+    for t in range(steps):
+        acc = acc + grad_fn(t, w)
+        if (t + 1) % passes == 0:
+            g = acc / passes if average else acc
+            velocity = mom * velocity - lr * g
+            w, acc = w + velocity, 0.0
+        out.append(w.copy())
+    return out
+
+
+def optimizer_accumulation(rank: int, size: int, addr: str, flavour: str) -> dict:
+    """DistributedOptimizer(backward_passes_per_step=3) against a NumPy reference, in a
+    custom loop (eager and tf.function) and in fit, with and without
+    average_aggregated_gradients. ``flavour``: "keras3", "tf_keras" or "tf_keras_legacy"
+    (the tf-keras ones under TF_USE_LEGACY_KERAS=1)."""
+    import tensorflow as tf
+
+    _init(rank, size, addr)
+    import pytfcomm.horovod.tensorflow.keras as hvd
+
+    if flavour == "keras3":
+        import keras
+
+        sgd = keras.optimizers.SGD
+
+        def variable(value: Any) -> Any:
+            return keras.Variable(np.asarray(value, np.float32))
+    else:
+        import tf_keras as keras
+
+        sgd = keras.optimizers.legacy.SGD if flavour == "tf_keras_legacy" else keras.optimizers.SGD
+
+        def variable(value: Any) -> Any:
+            return tf.Variable(np.asarray(value, np.float32))
+
+    passes, steps, lr, mom = 3, 7, 0.1, 0.5
+    out: dict = {"module": sgd.__module__}
+
+    def target(r: int, t: int) -> np.ndarray:  # rank r's data at step t
+        return np.array([1.0, -2.0, 0.5]) * (r + 1) + t
+
+    # Custom loop: loss 0.5 |w - c(rank, t)|^2, gradient w - c; plus a variable
+    # without a gradient and one registered local (not all-reduced, scaled by 1/size).
+    for mode, average in [("eager", False), ("function", True)]:
+        w, unused, local = variable([0.5, 0.0, -1.0]), variable([7.0]), variable([1.0, 1.0, 1.0])
+        opt = hvd.DistributedOptimizer(
+            sgd(lr, momentum=mom),
+            backward_passes_per_step=passes,
+            average_aggregated_gradients=average,
+        )
+        opt.register_local_var(local)
+
+        def make_step(w: Any, unused: Any, local: Any, opt: Any) -> Any:
+            def one_step(c: Any) -> None:
+                with tf.GradientTape() as tape:
+                    loss = 0.5 * tf.reduce_sum((w - c) ** 2)
+                    loss += 0.5 * tf.reduce_sum((local - c) ** 2)
+                grads = tape.gradient(loss, [w, unused, local])
+                opt.apply_gradients(zip(grads, [w, unused, local], strict=True))
+
+            return one_step
+
+        step = make_step(w, unused, local, opt)
+        run = tf.function(step) if mode == "function" else step
+        trace, local_trace = [], []
+        for t in range(steps):
+            run(tf.constant(target(rank, t), tf.float32))
+            trace.append(np.array(w.numpy()))
+            local_trace.append(np.array(local.numpy()))
+        mean_c = [np.mean([target(r, t) for r in range(size)], axis=0) for t in range(steps)]
+        ref = _accumulation_reference(
+            lambda t, v, m=mean_c: v - m[t],
+            np.array([0.5, 0.0, -1.0]),
+            steps,
+            passes,
+            average,
+            lr,
+            mom,
+        )
+        local_ref = _accumulation_reference(
+            lambda t, v: (v - target(rank, t)) / size,
+            np.ones(3),
+            steps,
+            passes,
+            average,
+            lr,
+            mom,
+        )
+        for got, want in zip(trace + local_trace, ref + local_ref, strict=True):
+            _close(got, want)
+        assert float(unused.numpy()[0]) == 7.0
+        out[f"{mode}_weights"] = [x.tolist() for x in trace]
+        out[f"{mode}_iterations"] = int(opt.iterations.numpy())
+
+    # fit: Dense(1, no bias) with mean squared error; batches of 4, rank-dependent data.
+    batch = 4
+    xs, ys = [], []
+    for r in range(size):  # every rank's data, drawn as rank r draws its own
+        g = np.random.default_rng(r)
+        xs.append(g.normal(size=(steps * batch, 3)).astype(np.float32))
+        ys.append(g.normal(size=(steps * batch, 1)).astype(np.float32))
+    x, y = xs[rank], ys[rank]
+
+    def fit_grad(t: int, v: np.ndarray) -> np.ndarray:
+        sl = slice(t * batch, (t + 1) * batch)
+        per_rank = [2.0 / batch * xs[r][sl].T @ (xs[r][sl] @ v - ys[r][sl]) for r in range(size)]
+        return np.mean(per_rank, axis=0)
+
+    for average in (False, True):
+        model = keras.Sequential(
+            [keras.Input((3,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")]
+        )
+        opt = hvd.DistributedOptimizer(
+            sgd(lr, momentum=mom),
+            backward_passes_per_step=passes,
+            average_aggregated_gradients=average,
+        )
+        model.compile(optimizer=opt, loss="mse")
+        model.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0)
+        ref = _accumulation_reference(fit_grad, np.ones((3, 1)), steps, passes, average, lr, mom)
+        _close(model.get_weights()[0], ref[-1], 1e-4)
+        out[f"fit_{average}_weights"] = model.get_weights()[0].tolist()
+        out[f"fit_{average}_iterations"] = int(opt.iterations.numpy())
+    hvd.shutdown()
+    return out

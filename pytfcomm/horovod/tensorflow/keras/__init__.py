@@ -1,13 +1,14 @@
 """``import pytfcomm.horovod.tensorflow.keras as hvd``: Horovod 0.28.1's Keras API on pytfcomm.
 
-Keras 3 first; tf-keras optimizers work too (``backward_passes_per_step`` > 1
-is Keras 3 only). The callbacks subclass the Keras in use (tf-keras when
+Keras 3 first; tf-keras optimizers (new and ``optimizers.legacy``) work too,
+``backward_passes_per_step`` included. The callbacks subclass the Keras in use (tf-keras when
 ``TF_USE_LEGACY_KERAS=1``). See docs/horovod.md.
 """
 
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -108,7 +109,7 @@ class _Setup:
         self.scale_local = bool(scale_local_gradients)
         self.sparse_as_dense = bool(sparse_as_dense)
         self.local: dict[int, Any] = {}
-        self.accumulators: list[tf.Variable] | None = None
+        self.accumulators: dict[int, tf.Variable] = {}
         self.counter: tf.Variable | None = None
 
 
@@ -134,39 +135,56 @@ def _register_local_var(self: Any, var: Any) -> None:
     self._hvd_setup.local[var_key(var)] = var
 
 
-def _aggregate_then_apply(self: Any, base: type, grads: list[Any], variables: list[Any]) -> Any:
-    s = self._hvd_setup
-    if s.accumulators is None:
+def _accumulators(s: _Setup, variables: list[Any]) -> list[tf.Variable]:
+    """One zero-initialised accumulator per variable (made once, outside any tf.function)."""
+    missing = [v for v in variables if var_key(v) not in s.accumulators]
+    if missing or s.counter is None:
         with tf.init_scope():
-            s.accumulators = [
-                tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in variables
-            ]
-            s.counter = tf.Variable(0, dtype=tf.int64, trainable=False)
-    for acc, g in zip(s.accumulators, grads, strict=True):
-        if g is not None:
-            acc.assign_add(tf.convert_to_tensor(g))
-    count = s.counter.assign_add(1)
+            for v in missing:
+                s.accumulators[var_key(v)] = tf.Variable(
+                    tf.zeros(tuple(v.shape), v.dtype), trainable=False
+                )
+            if s.counter is None:
+                s.counter = tf.Variable(0, dtype=tf.int64, trainable=False)
+    return [s.accumulators[var_key(v)] for v in variables]
+
+
+def _aggregate_then_apply(
+    self: Any, grads: list[Any], variables: list[Any], apply_fn: Callable[[list[Any]], Any]
+) -> Any:
+    """Horovod 0.28.1's ``backward_passes_per_step`` N: add this call's gradients to
+    local accumulators; on every N-th call all-reduce the sums (divided by N when
+    ``average_aggregated_gradients``), ``apply_fn`` them and zero the accumulators;
+    on the other calls only advance ``iterations`` (so it counts every call, as
+    Horovod's). ``IndexedSlices`` are added densely. Returns a bool tensor: applied."""
+    s = self._hvd_setup
+    accs = _accumulators(s, variables)
+    with tf.init_scope():
+        iterations = self.iterations  # tf-keras legacy optimizers make it lazily: not in a branch
     present = [g is not None for g in grads]
+    for acc, g in zip(accs, grads, strict=True):
+        if g is not None:
+            acc.assign_add(tf.cast(tf.convert_to_tensor(g), acc.dtype))
+    count = s.counter.assign_add(1)
 
     def step() -> tf.Tensor:
-        gs = []
-        for acc, there in zip(s.accumulators, present, strict=True):
-            if not there:
-                gs.append(None)
-                continue
-            value = acc.read_value()
-            gs.append(value / s.passes if s.average else value)
-        base.apply(self, _reduce(self, gs, variables), variables)
-        for acc in s.accumulators:
+        sums = [a.read_value() if there else None for a, there in zip(accs, present, strict=True)]
+        reduced = _reduce(self, sums, variables)
+        if s.average:
+            reduced = [None if g is None else g / s.passes for g in reduced]
+        apply_fn(reduced)
+        for acc in accs:
             acc.assign(tf.zeros_like(acc))
         return tf.constant(True)
 
+    def skip() -> tf.Tensor:
+        iterations.assign_add(1)
+        return tf.constant(False)
+
     boundary = tf.equal(count % s.passes, 0)
     if tf.executing_eagerly():
-        if bool(boundary):
-            step()
-        return None
-    return tf.cond(boundary, step, lambda: tf.constant(False))
+        return step() if bool(boundary) else skip()
+    return tf.cond(boundary, step, skip)
 
 
 def _distributed_class(base: type, tf_keras: bool) -> type:
@@ -175,8 +193,16 @@ def _distributed_class(base: type, tf_keras: bool) -> type:
         def apply_gradients(self, grads_and_vars, *args, **kwargs):
             pairs = list(grads_and_vars)
             variables = [v for _, v in pairs]
-            grads = _reduce(self, [g for g, _ in pairs], variables)
-            pairs = list(zip(grads, variables, strict=True))
+            grads = [g for g, _ in pairs]
+            if self._hvd_setup.passes > 1:
+
+                def apply_fn(reduced: list[Any]) -> Any:
+                    pairs = list(zip(reduced, variables, strict=True))
+                    return base.apply_gradients(self, pairs, *args, **kwargs)
+
+                _aggregate_then_apply(self, grads, variables, apply_fn)
+                return self.iterations
+            pairs = list(zip(_reduce(self, grads, variables), variables, strict=True))
             return base.apply_gradients(self, pairs, *args, **kwargs)
 
         body: dict[str, Any] = {"apply_gradients": apply_gradients}
@@ -193,7 +219,10 @@ def _distributed_class(base: type, tf_keras: bool) -> type:
             if not self.built:
                 self.build(variables)
             if self._hvd_setup.passes > 1:
-                return _aggregate_then_apply(self, base, grads, variables)
+                _aggregate_then_apply(
+                    self, grads, variables, lambda reduced: base.apply(self, reduced, variables)
+                )
+                return None
             return base.apply(self, _reduce(self, grads, variables), variables)
 
         body = {"apply": apply}
@@ -224,11 +253,6 @@ def _setup(optimizer: Any, setup: _Setup) -> Any:
                 "DistributedOptimizer wraps a Keras 3 or tf-keras optimizer, got "
                 f"{base.__module__}.{base.__name__}"
             )
-    elif setup.passes > 1:
-        raise NotImplementedError(
-            "backward_passes_per_step > 1 is supported for Keras 3 optimizers only; with "
-            "tf-keras accumulate gradients in a custom loop"
-        )
     return _distributed_class(base, tf_keras)
 
 

@@ -8,8 +8,7 @@ import pytest
 pytest.importorskip("tensorflow")
 
 
-@pytest.mark.parametrize("mode", ["eager", "function"])
-@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize(("n", "mode"), [(2, "function"), (3, "eager")])
 def test_uneven_steps_then_join(ranks, n: int, mode: str) -> None:
     out = ranks(n, "horovod_join_workers:uneven", mode, timeout=300)
     for r, o in enumerate(out):

@@ -37,12 +37,21 @@ class Spec:
     mpi_args: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()  # python modules that must be importable
     capped_by_tf_max: bool = False  # sizes above --tf-max-size are not run
+    # The machine's ceiling for this backend's transport (benchmarks/_limits.py):
+    # "memcpy" for shared memory, "tcp" for one loopback TCP stream.
+    limit: str = "tcp"
 
 
 BACKENDS: list[Spec] = [
     # "pytfcomm" is the default (auto: shared memory between local ranks, TCP between hosts);
     # the variants force one transport, for comparison in the same table.
-    Spec("pytfcomm", "benchmarks.backends.pytfcomm_backend", "spawn", requires=("pytfcomm",)),
+    Spec(
+        "pytfcomm",
+        "benchmarks.backends.pytfcomm_backend",
+        "spawn",
+        requires=("pytfcomm",),
+        limit="memcpy",  # auto is shared memory between ranks on one host
+    ),
     Spec(
         "pytfcomm-tcp",
         "benchmarks.backends.pytfcomm_backend",
@@ -56,6 +65,7 @@ BACKENDS: list[Spec] = [
         "spawn",
         env={"PYTFCOMM_TRANSPORT": "shm"},
         requires=("pytfcomm",),
+        limit="memcpy",
     ),
     Spec("gloo", "benchmarks.backends.gloo", "spawn", requires=("torch",)),
     Spec(
@@ -64,6 +74,7 @@ BACKENDS: list[Spec] = [
         "mpirun",
         mpi_args=("--mca", "btl", "self,vader", *MPI_COMMON),
         requires=("mpi4py",),
+        limit="memcpy",
     ),
     Spec(
         "mpi-tcp",

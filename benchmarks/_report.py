@@ -106,6 +106,41 @@ def table(runs: list[dict[str, Any]], sizes: list[int], ref: str | None) -> str:
     return "\n".join(lines)
 
 
+def limit_table(
+    runs: list[dict[str, Any]], sizes: list[int], limits: Any, kinds: dict[str, str]
+) -> str:
+    """The machine's limits at each size, then each backend's busbw as a fraction of its own.
+
+    ``limits`` is a benchmarks._limits.Limits; ``kinds`` maps a backend to the
+    limit its transport is held against ("memcpy" or "tcp").
+    """
+    from benchmarks._limits import fmt_gbs
+
+    names = [r["name"] for r in runs]
+    width = max([8, *(len(n) for n in names)])
+    head = f"{'size':>13} {'memcpy':>8} {'tcp':>8}" + "".join(
+        f" {n + '/' + kinds.get(n, 'tcp'):>{width + 7}}" for n in names
+    )
+    lines = [
+        "# limit: this machine in the same run, GB/s: one core's memcpy, one loopback TCP "
+        "stream between two processes;",
+        "# then each backend's busbw / the limit of its transport (shared memory: memcpy)",
+        head,
+    ]
+    for nbytes in sizes:
+        line = f"{nbytes:>9} {fmt_bytes(nbytes):>4}".rjust(13)
+        mem, tcp = limits.memcpy_gbs.get(nbytes), limits.tcp_gbs.get(nbytes)
+        line += f" {fmt_gbs(mem):>8} {fmt_gbs(tcp):>8}"
+        for r in runs:
+            row = r["rows"].get(nbytes)
+            lim = limits.for_kind(kinds.get(r["name"], "tcp"), nbytes)
+            frac = row["busbw_gbs"] / lim if row and row["ok"] and lim else None
+            line += f" {'-' if frac is None else f'{frac:.2f}':>{width + 7}}"
+        lines.append(line)
+    lines.extend(f"# {e}" for e in limits.errors)
+    return "\n".join(lines)
+
+
 def notes(runs: list[dict[str, Any]], skipped: dict[str, str]) -> str:
     """Skipped backends, failed/timed-out runs and wrong results, spelled out."""
     out = [f"skipped {name}: {why}" for name, why in skipped.items()]

@@ -16,10 +16,10 @@ import time
 from typing import Any
 
 try:
-    from benchmarks import _host, _launch, _registry, _report
+    from benchmarks import _host, _launch, _limits, _registry, _report
 except ModuleNotFoundError:  # run as a file: make the `benchmarks` package importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from benchmarks import _host, _launch, _registry, _report
+    from benchmarks import _host, _launch, _limits, _registry, _report
 from benchmarks._units import fmt_bytes, parse_bytes, parse_sizes
 
 
@@ -156,6 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     if any(r["name"] == args.ref for r in runs):
         print(f"# ratio = peer time / {args.ref} time (> 1: {args.ref} is faster)")
     print(_report.table(runs, args.size_list, args.ref))
+    limits = _limits.measure(args.size_list)
+    kinds = {r["name"]: _registry.by_name(r["name"]).limit for r in runs}
+    print(_report.limit_table(runs, args.size_list, limits, kinds))
+    meta["limits"] = limits.as_json()
+    meta["limit_kinds"] = kinds
     extra = _report.notes(runs, skipped)
     if extra:
         print(extra)

@@ -27,10 +27,10 @@ import time
 import numpy as np
 
 try:
-    from benchmarks import _host, _launch, _registry
+    from benchmarks import _host, _launch, _limits, _registry
 except ModuleNotFoundError:  # run as a file: make the `benchmarks` package importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from benchmarks import _host, _launch, _registry
+    from benchmarks import _host, _launch, _limits, _registry
 from benchmarks._units import fmt_bytes, parse_bytes
 
 VARIANTS = ("single", "many", "async", "separate")
@@ -225,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {v} | {r['time_us']:.0f} | {r['min_us']:.0f} | {r['max_us']:.0f} | "
             f"{total / r['time_us'] / 1e3:.2f} | {ratio} | {ok} |"
         )
+    print(_limits.summary_line([total], kinds=("memcpy",)))
     for when in ("before", "after"):
         b = meta[f"host_busy_{when}"]
         if b is not None and b > 0.15:

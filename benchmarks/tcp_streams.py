@@ -92,6 +92,7 @@ def main() -> None:
     p.add_argument("--json", default="")
     args = p.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks import _limits
     from benchmarks._units import fmt_bytes, parse_bytes
 
     sizes = [parse_bytes(s) for s in args.sizes.split(",")]
@@ -134,6 +135,7 @@ def main() -> None:
         for k in keys[1:]:
             line += f"{results[keys[0]][i]['median_s'] / results[k][i]['median_s']:8.2f}"
         print(line)
+    print(_limits.summary_line(sizes, kinds=("tcp",)) + " (over lo, not the veth pair)")
     if args.json:
         with open(args.json, "w") as f:
             doc = {"sockbuf": args.sockbuf, "iters": args.iters, "results": results}

@@ -187,6 +187,17 @@ def main(argv: list[str] | None = None) -> int:
         rg = g / ref["resnet50-grads"] if ref else float("nan")
         rt = t / ref["digits-mlp-step"] if ref else float("nan")
         print(f"| {name} | {g * 1e3:.1f} | {rg:.2f} | {t * 1e3:.2f} | {rt:.2f} |")
+    from benchmarks import _limits
+
+    grad_bytes = n_values * 4
+    lim = _limits.memcpy_gbs(grad_bytes)
+    # Combining D replicas reads D copies and writes one: (D + 1) x the bytes through memory.
+    floor_ms = (NUM_DEVICES + 1) * grad_bytes / (lim * 1e9) * 1e3
+    print(
+        f"\n# limit (this machine, same run): one core's memcpy of {grad_bytes >> 20} MiB at "
+        f"{lim:.2f} GB/s; reading {NUM_DEVICES} replicas and writing one result at that speed "
+        f"takes {floor_ms:.1f} ms"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -318,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
 KEYS = ("reduce-16MiB", "resnet50-grads", "train", "keras-fit")
 TIMES = ("reduce-16MiB", "resnet50-grads")  # lower is better; the rest are rates
 REF = "tf-mwms-ring"
+LIMIT = "limit: busbw = one core's memcpy"  # the machine's row (_limit_row)
 
 
 def _one_run(args: argparse.Namespace, index: int) -> dict[str, dict]:
@@ -342,7 +344,25 @@ def _one_run(args: argparse.Namespace, index: int) -> dict[str, dict]:
             else:
                 row[k] = max(vals) if k in TIMES else min(vals)
         results[b] = row
+    results[LIMIT] = _limit_row(args.np)
     return results
+
+
+def _limit_row(n: int) -> dict:
+    """The all-reduce times this machine allows (benchmarks/_limits.py), measured now:
+    ``2(n-1)/n`` of the bytes through one core's memcpy (busbw at memcpy speed, the
+    ceiling of the shared-memory transport that workers on one host use)."""
+    from benchmarks import _limits
+    from benchmarks.tf_local import resnet50_shapes
+
+    grads = 4 * sum(math.prod(s) for s in resnet50_shapes())
+    sizes = {"reduce-16MiB": 4 * REDUCE_ELEMS, "resnet50-grads": grads}
+    lim = _limits.measure(sorted(set(sizes.values())), kinds=("memcpy", "tcp"))
+    row: dict = {"train": "-", "keras-fit": "-", "limits": lim.as_json()}
+    for k, nbytes in sizes.items():
+        bw = lim.memcpy_gbs.get(nbytes)
+        row[k] = nbytes * 2 * (n - 1) / n / (bw * 1e9) if bw else "-"
+    return row
 
 
 def _ratio(results: dict[str, dict], b: str, k: str, ref: str = REF) -> float | None:
@@ -355,7 +375,7 @@ def _ratio(results: dict[str, dict], b: str, k: str, ref: str = REF) -> float | 
 
 def _print_table(results: dict[str, dict], n: int, title: str) -> None:
     def ratio(b: str, k: str) -> str:
-        x = _ratio(results, b, k)
+        x = None if b == LIMIT else _ratio(results, b, k)
         return "" if x is None else f" ({x:.1f}x)"
 
     head = f"{title}: " if title else ""
@@ -375,6 +395,17 @@ def _print_table(results: dict[str, dict], n: int, title: str) -> None:
             f"| {_fmt(row['train'], 'rate')}{ratio(b, 'train')} "
             f"| {_fmt(row['keras-fit'], 'rate')}{ratio(b, 'keras-fit')} |"
         )
+    lim = results.get(LIMIT, {}).get("limits")
+    if lim:
+        from benchmarks._limits import fmt_gbs
+
+        bws = ", ".join(
+            f"{int(k) >> 20} MiB: memcpy {fmt_gbs(v)}, TCP {fmt_gbs(lim['tcp_gbs'].get(k))}"
+            for k, v in lim["memcpy_gbs"].items()
+        )
+        print(f"\nlimit (GB/s, one core's memcpy and one loopback TCP stream): {bws}")
+        for e in lim["errors"]:
+            print(f"limit: {e}")
 
 
 def _print_spread(runs: list[dict[str, dict]]) -> None:

@@ -1,0 +1,88 @@
+"""benchmarks/_limits.py: the machine's memcpy and loopback-TCP ceilings, and the
+table that holds every backend's busbw against the ceiling of its transport."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import _limits, _registry, _report
+
+
+def test_probes_measure_a_plausible_bandwidth() -> None:
+    # Any machine copies and sends faster than 10 MB/s and slower than 10 TB/s;
+    # a probe that timed nothing (or the wrong thing) lands outside that.
+    for n in (4096, 1 << 20):
+        bw = _limits.memcpy_gbs(n, min_time_s=0.01)
+        assert 0.01 < bw < 10_000, (n, bw)
+    bw = _limits.tcp_gbs(1 << 20, rounds=3, timeout_s=30)
+    assert 0.01 < bw < 10_000, bw
+
+
+def test_a_failing_probe_is_recorded_not_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(nbytes: int, rounds: int = 0, timeout_s: float = 0) -> float:
+        raise OSError("no loopback here")
+
+    monkeypatch.setattr(_limits, "tcp_gbs", broken)
+    lim = _limits.measure([4096])
+    assert lim.tcp_gbs == {4096: None}
+    assert lim.memcpy_gbs[4096] > 0
+    assert lim.errors == ["tcp probe at 4096 bytes failed: no loopback here"]
+    assert _limits.fmt_gbs(lim.tcp_gbs[4096]) == "-"
+
+
+def _run(name: str, busbw: dict[int, float | None]) -> dict:
+    rows = {
+        n: {"ok": b is not None, "busbw_gbs": b if b is not None else math.nan}
+        for n, b in busbw.items()
+    }
+    return {"name": name, "rows": rows}
+
+
+def test_each_backend_is_held_against_its_own_transport() -> None:
+    lim = _limits.Limits(
+        memcpy_gbs={1024: 10.0, 4096: 8.0}, tcp_gbs={1024: 2.0, 4096: 4.0}, errors=[]
+    )
+    runs = [
+        _run("pytfcomm", {1024: 5.0, 4096: 6.0}),
+        _run("mpi-tcp", {1024: 1.0, 4096: None}),  # a failed row has no fraction
+    ]
+    kinds = {"pytfcomm": "memcpy", "mpi-tcp": "tcp"}
+    out = _report.limit_table(runs, [1024, 4096], lim, kinds)
+    rows = [line.split() for line in out.splitlines() if not line.startswith("#")]
+    assert rows[0][-2:] == ["pytfcomm/memcpy", "mpi-tcp/tcp"]
+    assert rows[1][2:] == ["10.00", "2.00", "0.50", "0.50"]
+    assert rows[2][2:] == ["8.00", "4.00", "0.75", "-"]
+
+
+def test_registry_names_the_limit_of_each_transport() -> None:
+    kinds = {s.name: s.limit for s in _registry.BACKENDS}
+    assert kinds["pytfcomm"] == kinds["pytfcomm-shm"] == kinds["mpi-shm"] == "memcpy"
+    assert kinds["pytfcomm-tcp"] == kinds["mpi-tcp"] == kinds["gloo"] == "tcp"
+
+
+def test_tf_multiworker_limit_row_is_the_time_at_memcpy_speed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import tf_multiworker as tm
+
+    def canned(sizes: list[int], kinds: tuple[str, ...] = ()) -> _limits.Limits:
+        return _limits.Limits(
+            memcpy_gbs={n: 4.0 for n in sizes}, tcp_gbs={n: 2.0 for n in sizes}, errors=[]
+        )
+
+    monkeypatch.setattr(_limits, "measure", canned)
+    row = tm._limit_row(4)
+    # 16 MiB, 3/2 of it through memory at 4 GB/s
+    assert row["reduce-16MiB"] == pytest.approx((16 << 20) * 1.5 / 4e9)
+    assert row["train"] == row["keras-fit"] == "-"
+    res = {"pytfcomm-mwms": {k: 1.0 for k in tm.KEYS}, tm.LIMIT: row}
+    tm._print_table(res, 4, "")
+    out = capsys.readouterr().out
+    limit_line = next(x for x in out.splitlines() if x.startswith(f"| {tm.LIMIT}"))
+    assert "x)" not in limit_line  # the machine's row carries no ratio
+    assert "16 MiB: memcpy 4.00, TCP 2.00" in out

@@ -67,6 +67,9 @@ def test_timeline_per_rank(n: int, tmp_path: Path) -> None:
             assert got["ph"] == "X" and got["dur"] >= 0
             assert got["name"] == want["name"] and got["args"]["seq"] == seq, (got, want)
             assert got["args"]["bytes"] == want["bytes"], (got, want)
+            # who asked: the NumPy call's kind, its number, the calling thread
+            label = got["args"]["label"]
+            assert label.startswith(f"{want['name']} #") and "MainThread" in label, label
             if want["algorithm"]:
                 assert got["args"]["algorithm"] == want["algorithm"], (got, want)
             else:

@@ -119,7 +119,7 @@ void Communicator::execute(Request& r, const Decision& d) {
     // nothing more than every rank having asked for it).
     const bool barrier = r.desc.kind == CollectiveKind::kBarrier;
     if (timeline_) {
-      timeline_->begin_collective(meta, name, bytes, r.submit_ns, start_ns);
+      timeline_->begin_collective(meta, name, bytes, r.submit_ns, start_ns, r.label);
       timeline_->note_algorithm(barrier ? "negotiation" : "oneshot",
                                 algorithm_name(static_cast<Algorithm>(r.desc.algorithm)));
       timeline_->phase_begin(barrier ? "negotiation" : "oneshot", -1);
@@ -138,7 +138,7 @@ void Communicator::execute(Request& r, const Decision& d) {
   context_.append(dtype_name(r.desc.dtype)).append(" x ").append(std::to_string(r.desc.count));
   context_.append(", '").append(r.label).append("')");
   inspector_->begin(meta, name, bytes, r.timeout_s, Clock::now());
-  if (timeline_) timeline_->begin_collective(meta, name, bytes, r.submit_ns, start_ns);
+  if (timeline_) timeline_->begin_collective(meta, name, bytes, r.submit_ns, start_ns, r.label);
   try {
     if (r.external) {
       // Another backend moves the data (engine/external.h); like the

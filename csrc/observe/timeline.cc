@@ -207,9 +207,10 @@ TraceEvent collective_event(const transport::MessageMeta& meta, const char* name
 }  // namespace
 
 void Timeline::begin_collective(const transport::MessageMeta& meta, const char* name, size_t bytes,
-                                int64_t submit_ns, int64_t locked_ns) {
+                                int64_t submit_ns, int64_t locked_ns, const std::string& label) {
   in_collective_ = true;
   cur_ = collective_event(meta, name, bytes);
+  cur_.label = label;
   cur_.queue_ns = locked_ns - submit_ns;
   cur_.ts_ns = submit_ns;  // the span covers the queue too; "queue" is its first phase
   cur_.tid = this_lane();
@@ -372,6 +373,11 @@ void Timeline::append_json(std::string& out, const TraceEvent& e) const {
     }
     put(out, ",\"queue_us\":");
     put_us(out, e.queue_ns);
+    if (!e.label.empty()) {
+      put(out, ",\"label\":\"");
+      append_escaped(out, e.label);
+      put(out, "\"");
+    }
     if (e.failed) put(out, ",\"error\":true");
   }
   put(out, "}}");

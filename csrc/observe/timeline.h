@@ -41,6 +41,7 @@ struct TraceEvent {
   uint64_t count = 0;
   int64_t queue_ns = 0;
   bool failed = false;
+  std::string label;  // the caller's name for it (the TF op's node, a NumPy call's thread)
 };
 
 class Timeline : public algorithms::Tracer {
@@ -72,8 +73,9 @@ class Timeline : public algorithms::Tracer {
   // Around one collective, on the thread that runs it.
   // submit_ns: when the call arrived; locked_ns: when its data began to move
   // (the negotiation in between is its first phase).
+  // label: the request's, shown as args.label (which TF op or thread asked).
   void begin_collective(const transport::MessageMeta& meta, const char* name, size_t bytes,
-                        int64_t submit_ns, int64_t locked_ns);
+                        int64_t submit_ns, int64_t locked_ns, const std::string& label);
   void note_algorithm(const char* chosen, const char* requested);
   void end_collective(bool failed);
 

@@ -471,19 +471,27 @@ void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType
            timeout_s, shape_tag, key);
 }
 
-void Communicator::allgatherv(const void* in, size_t count, DType dtype,
-                              const std::function<void*(uint64_t)>& alloc, uint64_t* counts,
-                              double timeout_s, uint32_t shape_tag, const CallKey* key) {
-  PTC_CHECK_ARG(alloc != nullptr && counts != nullptr, "allgatherv needs alloc and counts");
-  Request r;
-  r.desc.kind = CollectiveKind::kAllgatherv;
+void Communicator::fill_variable(Request& r, CollectiveKind kind, const void* in, size_t count,
+                                 DType dtype, const std::function<void*(uint64_t)>& alloc,
+                                 uint64_t* recv_counts, double timeout_s,
+                                 uint32_t shape_tag) const {
+  r.desc.kind = kind;
   r.desc.dtype = dtype;
   r.desc.shape_tag = shape_tag;
   r.desc.count = count;
   r.in = in;
   r.alloc_out = alloc;
-  r.recv_counts = counts;
+  r.recv_counts = recv_counts;
   r.timeout_s = timeout_s > 0 ? timeout_s : timeout_s_;
+}
+
+void Communicator::allgatherv(const void* in, size_t count, DType dtype,
+                              const std::function<void*(uint64_t)>& alloc, uint64_t* counts,
+                              double timeout_s, uint32_t shape_tag, const CallKey* key) {
+  PTC_CHECK_ARG(alloc != nullptr && counts != nullptr, "allgatherv needs alloc and counts");
+  Request r;
+  fill_variable(r, CollectiveKind::kAllgatherv, in, count, dtype, alloc, counts, timeout_s,
+                shape_tag);
   Request* one = &r;
   run_requests(&one, 1, key);
 }
@@ -500,15 +508,9 @@ void Communicator::alltoallv(const void* in, const uint64_t* send_counts, DType 
     count += send_counts[i];
   }
   Request r;
-  r.desc.kind = CollectiveKind::kAlltoallv;
-  r.desc.dtype = dtype;
-  r.desc.shape_tag = shape_tag;
-  r.desc.count = count;
-  r.in = in;
-  r.alloc_out = alloc;
+  fill_variable(r, CollectiveKind::kAlltoallv, in, count, dtype, alloc, recv_counts, timeout_s,
+                shape_tag);
   r.send_counts = send_counts;
-  r.recv_counts = recv_counts;
-  r.timeout_s = timeout_s > 0 ? timeout_s : timeout_s_;
   Request* one = &r;
   run_requests(&one, 1, key);
 }

@@ -195,6 +195,11 @@ class Communicator {
 
  private:
   void check_usable_locked() const;
+  // The fields allgatherv and alltoallv share: what each rank receives is
+  // sized by `alloc` once the counts are known.
+  void fill_variable(Request& r, algorithms::CollectiveKind kind, const void* in, size_t count,
+                     DType dtype, const std::function<void*(uint64_t)>& alloc,
+                     uint64_t* recv_counts, double timeout_s, uint32_t shape_tag) const;
   // Throws kClosed in a forked child (lock-free: call it before any lock).
   void check_process() const;
   // Waits for every request, driving the engine whenever no other thread

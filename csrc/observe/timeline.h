@@ -41,7 +41,7 @@ struct TraceEvent {
   uint64_t count = 0;
   int64_t queue_ns = 0;
   bool failed = false;
-  std::string label;  // the caller's name for it (the TF op's node, a NumPy call's thread)
+  std::string label{};  // the caller's name for it (the TF op's node, a NumPy call's thread)
 };
 
 class Timeline : public algorithms::Tracer {

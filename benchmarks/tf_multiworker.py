@@ -21,8 +21,11 @@ What is timed (median of ``--iters`` after warm-up, every result checked):
   ``allreduce_gradients``;
 * ``train``: examples/s of a custom training loop (an MLP 64-1024-1024-10, 2.2M
   parameters, on digits-shaped data, 128 examples per worker per step, SGD);
-* ``keras-fit``: examples/s of Keras 3 ``model.fit`` on the same model, or the error
-  it raises.
+* ``keras-fit``: examples/s of Keras 3 ``model.fit`` on the same model (2 epochs of 20
+  steps after a warm-up fit), or the error it raises;
+* ``keras-fit-steady``: the same fit's steps alone (a callback times each step but the
+  first of each epoch), leaving out what happens around them once per ``fit`` or epoch:
+  distributing the dataset, retracing for the new iterator, Python's garbage collection.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks._launch import free_ports
 from benchmarks._registry import worker_pythonpath
@@ -57,6 +61,25 @@ def _mlp(keras):
             keras.layers.Dense(10),
         ]
     )
+
+
+def _step_clock(keras: Any) -> Any:  # a class made where keras is imported
+    class StepClock(keras.callbacks.Callback):
+        """Time of fit's steps after the first of each epoch (steady-state training)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.steps, self.seconds, self._t = 0, 0.0, None
+
+        def on_train_batch_begin(self, batch: int, logs: object = None) -> None:
+            self._t = time.perf_counter() if batch > 0 else None
+
+        def on_train_batch_end(self, batch: int, logs: object = None) -> None:
+            if self._t is not None:
+                self.seconds += time.perf_counter() - self._t
+                self.steps += 1
+
+    return StepClock()
 
 
 def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) -> dict:
@@ -181,7 +204,9 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
     step_s = timed(lambda: train_step().numpy(), warm, iters * 3)
     out["train"] = gb / step_s
 
-    # keras-fit
+    # keras-fit; keras-fit-steady: the same fit's steps alone (first step of each epoch
+    # and everything around the steps left out: dataset distribution, retracing, GC)
+    steady = _step_clock(keras)
     try:
         x = rng.random((LOCAL_BATCH * size * 20, 64), np.float32)
         y = rng.integers(0, 10, len(x)).astype(np.int32)
@@ -195,7 +220,7 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
                 )
             model.fit(ds, epochs=1, verbose=0)  # trace and warm up
             t0 = time.perf_counter()
-            model.fit(ds, epochs=2, verbose=0)
+            model.fit(ds, epochs=2, verbose=0, callbacks=[steady])
         else:
             model = _mlp(keras)
             model.compile(
@@ -205,10 +230,14 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
             mine = slice(rank * LOCAL_BATCH * 20, (rank + 1) * LOCAL_BATCH * 20)
             model.fit(x[mine], y[mine], batch_size=LOCAL_BATCH, epochs=1, verbose=0)
             t0 = time.perf_counter()
-            model.fit(x[mine], y[mine], batch_size=LOCAL_BATCH, epochs=2, verbose=0)
+            model.fit(
+                x[mine], y[mine], batch_size=LOCAL_BATCH, epochs=2, verbose=0, callbacks=[steady]
+            )
         out["keras-fit"] = 2 * len(x) / (time.perf_counter() - t0)
+        out["keras-fit-steady"] = gb * steady.steps / steady.seconds
     except Exception as exc:  # TF's own strategy fails here in TF 2.21: report it
         out["keras-fit"] = f"fails: {type(exc).__name__}: {str(exc).splitlines()[0][:90]}"
+        out["keras-fit-steady"] = out["keras-fit"]
     return out
 
 
@@ -316,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all("error" not in r for res in runs for r in res.values()) else 1
 
 
-KEYS = ("reduce-16MiB", "resnet50-grads", "train", "keras-fit")
+KEYS = ("reduce-16MiB", "resnet50-grads", "train", "keras-fit", "keras-fit-steady")
 TIMES = ("reduce-16MiB", "resnet50-grads")  # lower is better; the rest are rates
 REF = "tf-mwms-ring"
 LIMIT = "limit: busbw = one core's memcpy"  # the machine's row (_limit_row)
@@ -358,7 +387,7 @@ def _limit_row(n: int) -> dict:
     grads = 4 * sum(math.prod(s) for s in resnet50_shapes())
     sizes = {"reduce-16MiB": 4 * REDUCE_ELEMS, "resnet50-grads": grads}
     lim = _limits.measure(sorted(set(sizes.values())), kinds=("memcpy", "tcp"))
-    row: dict = {"train": "-", "keras-fit": "-", "limits": lim.as_json()}
+    row: dict = {"train": "-", "keras-fit": "-", "keras-fit-steady": "-", "limits": lim.as_json()}
     for k, nbytes in sizes.items():
         bw = lim.memcpy_gbs.get(nbytes)
         row[k] = nbytes * 2 * (n - 1) / n / (bw * 1e9) if bw else "-"
@@ -382,18 +411,19 @@ def _print_table(results: dict[str, dict], n: int, title: str) -> None:
     print(f"\n{head}{n} workers on 127.0.0.1; ratios vs {REF} (higher = pytfcomm better)\n")
     print(
         "| backend | reduce 16 MiB (ms) | ResNet-50 grads (ms) | train (examples/s) "
-        "| Keras fit (examples/s) |"
+        "| Keras fit (examples/s) | Keras fit, steps only (examples/s) |"
     )
-    print("|---|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|")
     for b, row in results.items():
         if "error" in row:
-            print(f"| {b} | failed: {row['error']} | | | |")
+            print(f"| {b} | failed: {row['error']} | | | | |")
             continue
         print(
             f"| {b} | {_fmt(row['reduce-16MiB'], 'ms')}{ratio(b, 'reduce-16MiB')} "
             f"| {_fmt(row['resnet50-grads'], 'ms')}{ratio(b, 'resnet50-grads')} "
             f"| {_fmt(row['train'], 'rate')}{ratio(b, 'train')} "
-            f"| {_fmt(row['keras-fit'], 'rate')}{ratio(b, 'keras-fit')} |"
+            f"| {_fmt(row['keras-fit'], 'rate')}{ratio(b, 'keras-fit')} "
+            f"| {_fmt(row.get('keras-fit-steady', '-'), 'rate')}{ratio(b, 'keras-fit-steady')} |"
         )
     lim = results.get(LIMIT, {}).get("limits")
     if lim:

@@ -197,21 +197,6 @@ class Extended(tf_mwms.CollectiveAllReduceExtended):
 
         return initial_value_fn
 
-    def _broadcast_to(self, tensor: Any, destinations: Any) -> Any:
-        """Mirror ``tensor`` onto this worker's devices, as TF's MultiWorkerMirroredStrategy does.
-
-        TF's ``CollectiveAllReduce`` has no cross-worker broadcast: ``broadcast_to``,
-        and with it the update of an ``ONLY_FIRST_REPLICA`` variable in a replica
-        context (Keras' optimizer step counter, every step), takes this worker's
-        first replica. Going through pytfcomm's cross-worker broadcast instead would
-        give other values than TF's strategy and a collective, a sync point, per
-        training step. (``PytfcommCrossDeviceOps.broadcast`` itself still broadcasts
-        from rank 0 when called directly.)
-        """
-        if isinstance(tensor, (float, int)):
-            return tensor  # TF's fast path: converted where the variable's dtype is known
-        return tf_cdo.simple_broadcast(tensor, destinations or self._devices, always_mirrored=True)
-
     def _to_own_device(self, pairs: Any) -> list[Any]:
         # ReplicaContext.all_reduce/all_gather with one replica per worker pass
         # the value's own device as its destination; inside a tf.function that

@@ -142,26 +142,6 @@ def _beyond_fit(tf, strategy, model, ds) -> dict:
     with strategy.scope():  # every worker starts from the chief's values (int16: raw bytes)
         made = [tf.Variable(tf.fill([3], float(rank + 1))), tf.Variable(rank + 1, dtype=tf.int16)]
     out["initial"] = [made[0].numpy().tolist(), int(made[1].numpy())]
-    # An ONLY_FIRST_REPLICA variable updated in a replica context (Keras'
-    # optimizer step counter) takes this worker's first replica, as with TF's
-    # MultiWorkerMirroredStrategy (no cross-worker broadcast: the value differs).
-    with strategy.scope():
-        first = tf.Variable(
-            0.0, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA, trainable=False
-        )
-
-    @tf.function
-    def bump() -> None:
-        def replica_fn() -> None:
-            ctx = tf.distribute.get_replica_context()
-            first.assign_add(tf.cast(10 * rank + ctx.replica_id_in_sync_group + 1, tf.float32))
-
-        strategy.run(replica_fn)
-
-    bump()
-    out["only_first_replica"] = float(first.numpy())
-    mirrored = strategy.extended.broadcast_to(tf.constant(float(rank)), first)
-    out["broadcast_to"] = [float(v.numpy()) for v in strategy.experimental_local_results(mirrored)]
     out["evaluate"] = float(model.evaluate(ds, verbose=0))
     out["predict_shape"] = list(model.predict(ds, verbose=0).shape)
     ids = strategy.experimental_distribute_values_from_function(

@@ -71,3 +71,20 @@ def test_allreduce_buffer_over_2_gib() -> None:
     nbytes = (2 << 30) + 4097  # > 2 GiB and odd-sized
     results = run_ranks(2, "core_workers:large_buffer", nbytes, timeout=400)
     assert results == [[True], [True]]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_ranks_configured_with_different_segments_agree_on_one(n: int) -> None:
+    # The ring's segments must be cut alike on every rank: the smallest
+    # PYTFCOMM_SEGMENT_BYTES wins at setup, whatever each rank was given.
+    segments = ["4096", "262144", "65536"]
+    results = run_ranks(
+        n,
+        "core_workers:allreduce_matrix",
+        [5000, 100_003, 300_001],
+        ["ring"],
+        False,
+        per_rank_env=[{"PYTFCOMM_SEGMENT_BYTES": segments[r]} for r in range(n)],
+        timeout=240,
+    )
+    check_matrix(results)

@@ -61,6 +61,7 @@ Communicator::Communicator(const CommOptions& o)
   const Params& p = params();
   fork_generation_ = g_fork_generation.load();
   timeout_s_ = o.timeout_s > 0 ? o.timeout_s : p.timeout_s;
+  drive_s_ = static_cast<double>(p.async_drive_us) * 1e-6;
   set_log_rank(o.rank);
   for (int r = 0; r < size_; ++r) world_.ranks.push_back(r);
   world_.me = rank_;
@@ -107,6 +108,8 @@ Communicator::Communicator(const CommOptions& o)
   cross_.ranks = topo.cross_ranks;
   cross_.me = topo.cross_index;
   beat_s_ = conn.beat_s;
+  segment_bytes_ = conn.segment_bytes;
+  oversub_segment_bytes_ = conn.oversub_segment_bytes;
   transport_ = std::move(conn.transport);
   if (size_ > 1) {
     const size_t capacity = transport_->round_capacity();
@@ -293,8 +296,27 @@ void Communicator::enqueue_locked(Request* r, uint64_t stream, bool owned, Strea
 }
 
 void Communicator::submit_async(std::vector<std::unique_ptr<Request>> reqs, uint64_t stream,
-                                const std::string& label) {
+                                const std::string& label, bool may_drive) {
   check_process();
+  double drive_s = may_drive ? drive_s_ : 0;
+  // Driving here needs to know when these requests are done, after which
+  // the engine has deleted them: their on_done counts down.
+  std::shared_ptr<std::atomic<int>> left;
+  if (drive_s > 0 && size_ > 1) {
+    for (const auto& req : reqs) {
+      if (req->external) drive_s = 0;  // another backend's data: not on this thread
+    }
+  }
+  if (drive_s > 0 && size_ > 1 && !reqs.empty()) {
+    left = std::make_shared<std::atomic<int>>(static_cast<int>(reqs.size()));
+    for (auto& req : reqs) {
+      req->on_done = [inner = std::move(req->on_done), left](std::exception_ptr e) {
+        if (inner) inner(e);
+        left->fetch_sub(1, std::memory_order_release);
+      };
+    }
+  }
+  bool drive_here = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     check_usable_locked();
@@ -306,9 +328,25 @@ void Communicator::submit_async(std::vector<std::unique_ptr<Request>> reqs, uint
       append_decimal(r->label, r->key.seq);
       owned_submitted_.push_back(std::move(req));
     }
+    if (left && !driving_ && sync_waiters_.load() == 0) drive_here = driving_ = true;
   }
-  bg_cv_.notify_one();  // the background thread drives when nobody else does
-  if (transport_) transport_->wake();
+  if (!drive_here) {
+    bg_cv_.notify_one();  // the background thread drives when nobody else does
+    if (transport_) transport_->wake();
+    return;
+  }
+  // Nobody drives: this thread does, for its own requests and whatever else
+  // the rounds decide, until they are done or drive_s has passed; then the
+  // background thread goes on (release_driver_locked wakes it).
+  const TimePoint until = deadline_after(drive_s);
+  inline_until_ = until;
+  drive([&] {
+    return left->load(std::memory_order_acquire) == 0 ||
+           sync_waiters_.load(std::memory_order_relaxed) > 0 || Clock::now() >= until;
+  });
+  inline_until_ = TimePoint::max();
+  std::lock_guard<std::mutex> lock(mu_);
+  release_driver_locked();
 }
 
 void Communicator::run_sync(CollectiveKind kind, const void* in, void* out, size_t count,

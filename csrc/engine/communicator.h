@@ -143,13 +143,19 @@ class Communicator {
   std::unique_ptr<Request> make_request(algorithms::CollectiveKind kind, const void* in, void* out,
                                         size_t count, DType dtype, ReduceOp op, Algorithm algorithm,
                                         int root, double timeout_s, uint32_t shape_tag);
+  // may_drive: when no thread drives the engine, the calling thread drives
+  // it for up to PYTFCOMM_ASYNC_DRIVE_US (its requests usually finish, and
+  // on_done runs, before this returns), which saves the hand-off to the
+  // background thread and back; never for external requests.
   void submit_async(std::vector<std::unique_ptr<Request>> reqs, uint64_t stream,
-                    const std::string& label);
+                    const std::string& label, bool may_drive = false);
 
   // The algorithm "auto" would pick for an all-reduce of `bytes` (kOneShot:
   // within the negotiation round, when every rank asks in the same round).
   Algorithm choose_allreduce(size_t bytes) const;
   Algorithm last_algorithm() const { return last_algorithm_; }
+  // The pipeline segment an all-reduce of `bytes` uses (every rank alike).
+  size_t allreduce_segment(size_t bytes) const;
 
   void close();
   bool closed() const;
@@ -247,7 +253,10 @@ class Communicator {
   algorithms::Group world_, local_, cross_;
   std::unique_ptr<transport::Transport> transport_;
   algorithms::Workspace workspace_;
-  size_t eager_bytes_ = 0;  // largest input that may run within a round
+  size_t eager_bytes_ = 0;            // largest input that may run within a round
+  double drive_s_ = 0;                // how long a submitting thread may drive (submit_async)
+  size_t segment_bytes_ = 0;          // the ring's pipeline segment (agreed)
+  size_t oversub_segment_bytes_ = 0;  // its floor when ranks outnumber cores (0: not so)
 
   // Shared between threads, under mu_.
   mutable std::mutex mu_;
@@ -275,6 +284,7 @@ class Communicator {
   std::vector<Request*> fresh_;          // taken, not yet announced
   std::vector<CollectiveKey> withdraw_;  // announced, past their deadline
   TimePoint round_deadline_ = TimePoint::max();
+  TimePoint inline_until_ = TimePoint::max();  // a submitting thread drives until then
   Decision fast_decision_;
   std::vector<const char*> fast_data_;
   double beat_s_ = 0;  // liveness heartbeat interval (0: off)

@@ -189,7 +189,7 @@ void Communicator::step(const std::function<bool()>& done) {
     // Nothing to say: wait for a submission, a peer's record or a deadline.
     transport_->set_context("waiting for the other ranks' collectives");
     transport_->set_deadline(TimePoint::max());
-    const TimePoint wake_by = earliest_deadline();
+    const TimePoint wake_by = std::min(earliest_deadline(), inline_until_);
     transport_->wait_for(
         [&] {
           return has_submitted_.load(std::memory_order_acquire) || transport_->round_started() ||
@@ -214,7 +214,7 @@ void Communicator::step(const std::function<bool()>& done) {
                    closing_.load(std::memory_order_relaxed) ||
                    interrupt_.load(std::memory_order_relaxed);
           },
-          TimePoint::max());
+          inline_until_);
     } catch (...) {
       inspector_->end();
       throw;

@@ -2,6 +2,7 @@
 // inputs every rank's record carried (small collectives every rank asked for
 // in the same round), with the algorithms over the transport, or by another
 // backend (engine/external.h: the GPU backend's NCCL).
+#include <algorithm>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -162,14 +163,25 @@ void Communicator::execute(Request& r, const Decision& d) {
   if (timeline_) timeline_->end_collective(false);
 }
 
+size_t Communicator::allreduce_segment(size_t bytes) const {
+  if (oversub_segment_bytes_ == 0) return segment_bytes_;
+  // Ranks outnumber cores somewhere (and PYTFCOMM_OVERSUB_SEGMENT_BYTES is
+  // set): a chunk of one segment cannot overlap anything, so cut each rank's
+  // chunk into two segments, down to the floor.
+  const size_t half_chunk = (bytes / static_cast<size_t>(size_) / 2 + 4095) & ~size_t{4095};
+  return std::min(segment_bytes_, std::max(oversub_segment_bytes_, half_chunk));
+}
+
 void Communicator::run_algorithm(Request& r, const transport::MessageMeta& meta) {
   transport_->set_context(context_);
   // The data moves once every rank is here: its deadline starts now.
   transport_->set_deadline(deadline_after(r.timeout_s));
-  algorithms::Context ctx{timeline_ ? timeline_->traced(*transport_) : *transport_, meta,
-                          workspace_, static_cast<size_t>(params().segment_bytes), timeline_.get()};
   const size_t count = static_cast<size_t>(r.desc.count);
   const size_t bytes = r.bytes();
+  const bool reduce = r.desc.kind == CollectiveKind::kAllreduce;
+  algorithms::Context ctx{timeline_ ? timeline_->traced(*transport_) : *transport_, meta,
+                          workspace_, reduce ? allreduce_segment(bytes) : segment_bytes_,
+                          timeline_.get()};
   const DType dt = r.desc.dtype;
   switch (r.desc.kind) {
     case CollectiveKind::kAllreduce: {

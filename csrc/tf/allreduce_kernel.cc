@@ -121,7 +121,7 @@ struct AllReduceFunctor<CPUDevice> {
     if (!cross) return done();
 
     // Across processes: one collective per fusion buffer, submitted
-    // together; the engine calls back when all are done (no TF thread waits).
+    // together; the engine calls back when all are done (tf/cross_worker.h).
     const ReduceOp wire_op = a.op == ReduceOp::kMean ? ReduceOp::kSum : a.op;
     std::vector<std::unique_ptr<Request>> reqs;
     for (const Pack& p : packs) {

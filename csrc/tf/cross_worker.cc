@@ -66,7 +66,8 @@ void SubmitCrossWorker(tensorflow::OpKernelContext* ctx,
       p->done();
     };
   }
-  absl::Status submitted = Guard(what, [&] { comm.submit_async(std::move(reqs), stream, label); });
+  absl::Status submitted =
+      Guard(what, [&] { comm.submit_async(std::move(reqs), stream, label, true); });
   if (!submitted.ok()) {
     ctx->SetStatus(submitted);
     p->done();

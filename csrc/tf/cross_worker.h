@@ -1,8 +1,10 @@
 // The cross-process step of a pytfcomm TF op (docs/negotiation.md): its
 // collectives go to the communicator as asynchronous requests, matched
 // across workers by the op's instance key and the loop frame and iteration
-// it runs in, never by the order TF runs ops in. No TF thread waits: the
-// engine calls back when they are done.
+// it runs in, never by the order TF runs ops in. No TF thread waits on
+// other ranks for long: the op's thread runs its collectives itself only
+// while the engine is idle and the peers keep up (PYTFCOMM_ASYNC_DRIVE_US),
+// else the engine's thread does and calls back when they are done.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +29,9 @@ uint64_t InstanceStream(const tensorflow::OpKernelContext* ctx, const std::strin
 // "allreduce <the op's node name>", short enough for negotiation records.
 std::string OpLabel(const char* kind, const tensorflow::OpKernelContext* ctx);
 
-// Submits `reqs` together (in order) and returns at once. When every one
-// has finished, on the engine's thread: `after` runs if all succeeded, the
+// Submits `reqs` together (in order) and returns, after running them when
+// this thread may (above). When every one has finished, on the thread that
+// ran the last (often this one): `after` runs if all succeeded, the
 // op's status becomes the first failure (mapped as Guard does) and done()
 // is called. If the communicator cannot take them, that is the status.
 void SubmitCrossWorker(tensorflow::OpKernelContext* ctx,

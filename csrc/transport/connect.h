@@ -47,6 +47,11 @@ struct Connection {
   int shm_peers = 0;       // peers reached through shared memory
   int64_t spin_us = 0;     // how long waits poll before they block
   double beat_s = 0;       // heartbeat interval agreed (0: liveness off)
+  // Pipeline segments of the ring (agreed: every rank must cut alike): the
+  // smallest PYTFCOMM_SEGMENT_BYTES of the ranks, and, when ranks outnumber
+  // cores on some host, the smallest PYTFCOMM_OVERSUB_SEGMENT_BYTES (else 0).
+  size_t segment_bytes = 0;
+  size_t oversub_segment_bytes = 0;
 };
 
 // Connects rank `o.job.rank` to every other rank and agrees with them (through

@@ -6,10 +6,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -222,6 +225,166 @@ TEST(Collectives, AsyncMismatchFailsOnlyTheAgreedBatch) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(kinds[r], static_cast<int>(ErrorKind::kMismatch)) << "rank " << r;
     EXPECT_EQ(second[r], 3.0f) << "rank " << r;
+  }
+}
+
+// submit_async(..., may_drive): the submitting thread runs the engine for
+// its own requests while the others keep up (PYTFCOMM_ASYNC_DRIVE_US), else
+// hands over to the engine's thread. Either way every result is right and
+// on_done runs once per request.
+struct DrivenBatch {
+  std::vector<std::vector<float>> bufs;
+  std::vector<std::thread::id> done_on;
+  std::atomic<int> done{0};
+  std::atomic<int> failed{0};
+};
+
+void submit_driven(Communicator& comm, DrivenBatch& b, const std::vector<size_t>& counts) {
+  const int r = comm.rank();
+  std::vector<std::unique_ptr<Request>> reqs;
+  b.bufs.clear();
+  b.done_on.assign(counts.size(), std::thread::id());
+  for (size_t i = 0; i < counts.size(); ++i) {
+    b.bufs.emplace_back(counts[i], static_cast<float>(r + 1 + static_cast<int>(i)));
+    float* p = b.bufs.back().data();
+    reqs.push_back(comm.make_request(algorithms::CollectiveKind::kAllreduce, p, p, counts[i],
+                                     DType::kFloat32, ReduceOp::kSum, Algorithm::kAuto, 0, 30, 7));
+    reqs.back()->on_done = [&b, i](std::exception_ptr e) {
+      b.done_on[i] = std::this_thread::get_id();
+      if (e) b.failed.fetch_add(1);
+      b.done.fetch_add(1);
+    };
+  }
+  comm.submit_async(std::move(reqs), 0x5eed, "driven", true);
+}
+
+void check_driven(const DrivenBatch& b, int n, int r) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (b.done.load() < static_cast<int>(b.bufs.size()) &&
+         std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(b.done.load(), static_cast<int>(b.bufs.size())) << "rank " << r;
+  ASSERT_EQ(b.failed.load(), 0) << "rank " << r;
+  for (size_t i = 0; i < b.bufs.size(); ++i) {
+    const float want = static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i));
+    for (float v : b.bufs[i]) ASSERT_EQ(v, want) << "rank " << r << " buffer " << i;
+  }
+}
+
+void on_transports(int n, const std::function<void(Communicator&)>& fn) {
+  for (const char* transport : {"tcp", "shm"}) {
+    const int port = free_port();
+    auto errors = testing_util::on_threads(n, [&](int r) {
+      CommOptions o = testing_util::loopback_options(r, n, port);
+      o.host_id = "host";
+      o.transport = transport;
+      Communicator comm(o);
+      fn(comm);
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << transport << r;
+  }
+}
+
+// Sets a variable for one test and puts back what was there.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+// Ranks that submit together: one-shot and multi-segment sizes, several
+// batches in a row, and with a generous budget the submitter runs them all.
+TEST(SubmitAsync, TheSubmitterRunsItsOwnCollectivesWhenTheEngineIsIdle) {
+  ScopedEnv budget("PYTFCOMM_ASYNC_DRIVE_US", "10000000");
+  ScopedEnv no_beats("PYTFCOMM_PEER_TIMEOUT", "off");  // the heartbeat briefly drives too
+  for (int n : {2, 3}) {
+    on_transports(n, [&](Communicator& comm) {
+      for (int round = 0; round < 5; ++round) {
+        DrivenBatch b;
+        submit_driven(comm, b, {5, 40000, 1});
+        // Nobody else drove: everything ran on this thread, before returning.
+        ASSERT_EQ(b.done.load(), 3) << "rank " << comm.rank() << " batch " << round;
+        for (const auto& id : b.done_on) ASSERT_EQ(id, std::this_thread::get_id());
+        check_driven(b, n, comm.rank());
+      }
+    });
+  }
+}
+
+// A peer that comes late: the submitter gives up after its budget and the
+// engine's thread finishes the collectives when the peer arrives.
+TEST(SubmitAsync, ALatePeerDoesNotHoldTheSubmitter) {
+  ScopedEnv budget("PYTFCOMM_ASYNC_DRIVE_US", "2000");
+  on_transports(2, [&](Communicator& comm) {
+    static std::atomic<bool> peer_submitted{false};
+    peer_submitted = false;
+    DrivenBatch b;
+    if (comm.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      peer_submitted = true;
+      submit_driven(comm, b, {5, 40000});
+    } else {
+      submit_driven(comm, b, {5, 40000});
+      EXPECT_FALSE(peer_submitted.load()) << "the submitter waited for the late peer";
+      EXPECT_EQ(b.done.load(), 0);
+    }
+    check_driven(b, 2, comm.rank());
+    if (comm.rank() == 0) {
+      for (const auto& id : b.done_on) EXPECT_NE(id, std::this_thread::get_id());
+    }
+  });
+}
+
+// PYTFCOMM_ASYNC_DRIVE_US=0: the engine's thread runs every asynchronous
+// collective, as before the submitter could.
+TEST(SubmitAsync, ZeroBudgetLeavesEverythingToTheEnginesThread) {
+  ScopedEnv budget("PYTFCOMM_ASYNC_DRIVE_US", "0");
+  on_transports(2, [&](Communicator& comm) {
+    DrivenBatch b;
+    submit_driven(comm, b, {5, 40000});
+    check_driven(b, 2, comm.rank());
+    for (const auto& id : b.done_on) EXPECT_NE(id, std::this_thread::get_id());
+  });
+}
+
+// Segments are agreed at setup. When ranks outnumber cores, an all-reduce
+// cuts each rank's chunk in two down to PYTFCOMM_OVERSUB_SEGMENT_BYTES;
+// otherwise, and with it off, every all-reduce uses PYTFCOMM_SEGMENT_BYTES.
+TEST(Segments, SmallerRingSegmentsOnlyWhenRanksOutnumberCores) {
+  ScopedEnv seg("PYTFCOMM_SEGMENT_BYTES", "262144");
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  for (int n : {2, 4}) {
+    const bool over = static_cast<unsigned>(n) > cores;
+    for (const char* floor : {"131072", "off"}) {
+      ScopedEnv oversub("PYTFCOMM_OVERSUB_SEGMENT_BYTES", floor);
+      on_transports(n, [&](Communicator& comm) {
+        const bool on = over && std::string(floor) != "off";
+        const size_t mib = 1 << 20;
+        EXPECT_EQ(comm.allreduce_segment(64 * mib), 262144u);
+        EXPECT_EQ(comm.allreduce_segment(mib), on && n == 4 ? 131072u : 262144u) << n;
+        EXPECT_EQ(comm.allreduce_segment(mib / 2), on ? 131072u : 262144u) << n;
+        EXPECT_EQ(comm.allreduce_segment(100), on ? 131072u : 262144u) << n;
+        // And the results are right at sizes around those cuts.
+        for (size_t count : {size_t{65537}, size_t{262144}, size_t{262147}, size_t{1 << 20}}) {
+          std::vector<float> v(count, static_cast<float>(comm.rank() + 1));
+          comm.allreduce(v.data(), v.data(), count, DType::kFloat32, ReduceOp::kSum,
+                         Algorithm::kRing, 0);
+          for (size_t i = 0; i < count; i += 997) ASSERT_EQ(v[i], n * (n + 1) / 2.0f) << count;
+        }
+      });
+    }
   }
 }
 

@@ -35,7 +35,7 @@ WaitPolicy choose_wait_policy(int local_ranks, int num_hosts, bool shared_memory
   if (shared_memory && num_hosts == 1 && !oversubscribed && !p.force_yield) {
     yield_cpu = false;
   }
-  return {spin, yield_cpu};
+  return {spin, yield_cpu, oversubscribed};
 }
 
 }  // namespace pytfcomm::host

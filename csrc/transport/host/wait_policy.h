@@ -7,8 +7,9 @@
 namespace pytfcomm::host {
 
 struct WaitPolicy {
-  int64_t spin_us = 0;     // how long to poll before blocking
-  bool yield_cpu = false;  // give the core away between polls
+  int64_t spin_us = 0;          // how long to poll before blocking
+  bool yield_cpu = false;       // give the core away between polls
+  bool oversubscribed = false;  // this host has more ranks than cores
 };
 
 // local_ranks: ranks on this host (this one included); shared_memory: some

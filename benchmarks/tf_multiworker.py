@@ -15,6 +15,11 @@ What is timed (median of ``--iters`` after warm-up, every result checked):
 * ``reduce-16MiB``: ``strategy.reduce(SUM, strategy.run(identity, t), axis=None)`` of a
   16 MiB float32 tensor in a ``tf.function`` (Horovod-style: ``pytfcomm.allreduce``); the
   whole result is checked once, the timed calls fetch two of its elements;
+* ``reduce-16MiB-graph``: the same all-reduce, per all-reduce of 8 run one after another
+  (control dependencies) inside one ``tf.function``: the op's cost inside a graph, without
+  a ``tf.function`` call (Python dispatch, executor start and completion) per all-reduce;
+* ``reduce-16MiB-numpy`` (``pytfcomm-horovod`` only): the same all-reduce from NumPy
+  (``comm.allreduce(x, out=y)``) on the same communicator, the yardstick of both;
 * ``resnet50-grads``: the SUM all-reduce of a ResNet-50-shaped gradient set (161
   float32 tensors, 25.6M values) inside ``strategy.run`` (``ReplicaContext.all_reduce``
   of the list, the path ``apply_gradients`` takes); Horovod-style:
@@ -48,6 +53,7 @@ from benchmarks._registry import worker_pythonpath
 BACKENDS = ("pytfcomm-mwms", "tf-mwms-ring", "pytfcomm-horovod")
 LOCAL_BATCH = 128
 REDUCE_ELEMS = 4 << 20  # 16 MiB of float32
+CHAIN = 8  # all-reduces per tf.function call in reduce-16MiB-graph
 
 
 # --------------------------------------------------------------------------- worker side
@@ -112,7 +118,7 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
             )
         )
     else:
-        pytfcomm.init()
+        comm = pytfcomm.init()
     out: dict = {"rank": rank}
     warm = 3
 
@@ -140,6 +146,30 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
         return r[0] + r[-1]
 
     out["reduce-16MiB"] = timed(lambda: reduce16_done(t).numpy(), warm, iters)
+
+    # reduce-16MiB-graph: CHAIN of them in one call, one after another
+    @tf.function
+    def reduce16_chain(x):
+        acc, prev = [], []
+        for _ in range(CHAIN):
+            with tf.control_dependencies(prev):
+                r = reduce16(x)
+            prev = [r]
+            acc.append(r[0] + r[-1])
+        return tf.add_n(acc)
+
+    got = float(reduce16_chain(t))
+    assert got == CHAIN * size * (size + 1), got
+    out["reduce-16MiB-graph"] = timed(lambda: reduce16_chain(t).numpy(), 1, iters) / CHAIN
+
+    # reduce-16MiB-numpy: the core from NumPy, same communicator
+    out["reduce-16MiB-numpy"] = "-"
+    if strategy is None:
+        xn = np.full(REDUCE_ELEMS, rank + 1, np.float32)
+        yn = np.empty_like(xn)
+        comm.allreduce(xn, op="sum", out=yn)
+        assert np.all(yn == size * (size + 1) / 2), yn[:3]
+        out["reduce-16MiB-numpy"] = timed(lambda: comm.allreduce(xn, op="sum", out=yn), warm, iters)
 
     # resnet50-grads
     shapes = resnet50_shapes()
@@ -345,8 +375,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all("error" not in r for res in runs for r in res.values()) else 1
 
 
-KEYS = ("reduce-16MiB", "resnet50-grads", "train", "keras-fit", "keras-fit-steady")
-TIMES = ("reduce-16MiB", "resnet50-grads")  # lower is better; the rest are rates
+KEYS = (
+    "reduce-16MiB",
+    "reduce-16MiB-graph",
+    "reduce-16MiB-numpy",
+    "resnet50-grads",
+    "train",
+    "keras-fit",
+    "keras-fit-steady",
+)
+# lower is better; the rest are rates
+TIMES = ("reduce-16MiB", "reduce-16MiB-graph", "reduce-16MiB-numpy", "resnet50-grads")
+HVD = "pytfcomm-horovod"  # whose reduce-16MiB-numpy is the TF rows' yardstick
 REF = "tf-mwms-ring"
 LIMIT = "limit: busbw = one core's memcpy"  # the machine's row (_limit_row)
 
@@ -367,7 +407,7 @@ def _one_run(args: argparse.Namespace, index: int) -> dict[str, dict]:
         # Times: the slowest worker's median; rates: the slowest worker's.
         row = {}
         for k in KEYS:
-            vals = [g[k] for g in got]
+            vals = [g.get(k, "-") for g in got]
             if any(isinstance(v, str) for v in vals):
                 row[k] = next(v for v in vals if isinstance(v, str))
             else:
@@ -385,7 +425,12 @@ def _limit_row(n: int) -> dict:
     from benchmarks.tf_local import resnet50_shapes
 
     grads = 4 * sum(math.prod(s) for s in resnet50_shapes())
-    sizes = {"reduce-16MiB": 4 * REDUCE_ELEMS, "resnet50-grads": grads}
+    sizes = {
+        "reduce-16MiB": 4 * REDUCE_ELEMS,
+        "reduce-16MiB-graph": 4 * REDUCE_ELEMS,
+        "reduce-16MiB-numpy": 4 * REDUCE_ELEMS,
+        "resnet50-grads": grads,
+    }
     lim = _limits.measure(sorted(set(sizes.values())), kinds=("memcpy", "tcp"))
     row: dict = {"train": "-", "keras-fit": "-", "keras-fit-steady": "-", "limits": lim.as_json()}
     for k, nbytes in sizes.items():
@@ -410,20 +455,24 @@ def _print_table(results: dict[str, dict], n: int, title: str) -> None:
     head = f"{title}: " if title else ""
     print(f"\n{head}{n} workers on 127.0.0.1; ratios vs {REF} (higher = pytfcomm better)\n")
     print(
-        "| backend | reduce 16 MiB (ms) | ResNet-50 grads (ms) | train (examples/s) "
+        "| backend | reduce 16 MiB (ms) | same, per op of 8 in one tf.function (ms) "
+        "| same from NumPy (ms) | ResNet-50 grads (ms) | train (examples/s) "
         "| Keras fit (examples/s) | Keras fit, steps only (examples/s) |"
     )
-    print("|---|---:|---:|---:|---:|---:|")
+    print("|---|" + "---:|" * len(KEYS))
     for b, row in results.items():
         if "error" in row:
-            print(f"| {b} | failed: {row['error']} | | | | |")
+            print(f"| {b} | failed: {row['error']} |" + " |" * (len(KEYS) - 1))
             continue
+        cells = [
+            f"{_fmt(row.get(k, '-'), 'ms' if k in TIMES else 'rate')}{ratio(b, k)}" for k in KEYS
+        ]
+        print(f"| {b} | " + " | ".join(cells) + " |")
+    tf_np = _tf_vs_numpy(results)
+    if tf_np:
         print(
-            f"| {b} | {_fmt(row['reduce-16MiB'], 'ms')}{ratio(b, 'reduce-16MiB')} "
-            f"| {_fmt(row['resnet50-grads'], 'ms')}{ratio(b, 'resnet50-grads')} "
-            f"| {_fmt(row['train'], 'rate')}{ratio(b, 'train')} "
-            f"| {_fmt(row['keras-fit'], 'rate')}{ratio(b, 'keras-fit')} "
-            f"| {_fmt(row.get('keras-fit-steady', '-'), 'rate')}{ratio(b, 'keras-fit-steady')} |"
+            f"\n16 MiB inside TF / from NumPy ({HVD}, one communicator): one tf.function call "
+            f"per all-reduce {tf_np[0]:.2f}x; per all-reduce inside one tf.function {tf_np[1]:.2f}x"
         )
     lim = results.get(LIMIT, {}).get("limits")
     if lim:
@@ -436,6 +485,16 @@ def _print_table(results: dict[str, dict], n: int, title: str) -> None:
         print(f"\nlimit (GB/s, one core's memcpy and one loopback TCP stream): {bws}")
         for e in lim["errors"]:
             print(f"limit: {e}")
+
+
+def _tf_vs_numpy(results: dict[str, dict]) -> tuple[float, float] | None:
+    """The Horovod-style 16 MiB all-reduce's TF times over its NumPy time: (one
+    ``tf.function`` call per all-reduce, per all-reduce inside one call)."""
+    row = results.get(HVD, {})
+    vals = [row.get(k) for k in ("reduce-16MiB", "reduce-16MiB-graph", "reduce-16MiB-numpy")]
+    if not all(isinstance(v, float) for v in vals):
+        return None
+    return vals[0] / vals[2], vals[1] / vals[2]
 
 
 def _print_spread(runs: list[dict[str, dict]]) -> None:
@@ -454,6 +513,16 @@ def _print_spread(runs: list[dict[str, dict]]) -> None:
                 continue
             cells.append(f"{min(xs):.2f} / {statistics.median(xs):.2f} / {max(xs):.2f} ({len(xs)})")
         print(f"| {b} vs {ref} | " + " | ".join(cells) + " |")
+    pairs_tf = [x for res in runs if (x := _tf_vs_numpy(res)) is not None]
+    if pairs_tf:
+        cells = []
+        for i in (0, 1):
+            xs = [p[i] for p in pairs_tf]
+            cells.append(f"{min(xs):.2f} / {statistics.median(xs):.2f} / {max(xs):.2f} ({len(xs)})")
+        print(
+            f"\n{HVD} 16 MiB, TF time / NumPy time (lower is better): one tf.function call per "
+            f"all-reduce {cells[0]}; per all-reduce inside one tf.function {cells[1]}"
+        )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,23 @@ def test_spread_over_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("| pytfcomm-mwms vs tf-mwms-ring"))
     cells = [c.strip() for c in line.split("|")[2:-1]]
-    assert cells[0] == "5.00 / 10.00 / 20.00 (3)"  # 20 ms over 4, 2 and 1 ms
-    assert cells[3] == "8.00 / 10.00 / 12.00 (2)"
+    assert cells[tm.KEYS.index("reduce-16MiB")] == "5.00 / 10.00 / 20.00 (3)"  # 20 ms over 4, 2, 1
+    assert cells[tm.KEYS.index("keras-fit")] == "8.00 / 10.00 / 12.00 (2)"
     hvd = next(x for x in out.splitlines() if "pytfcomm-mwms vs pytfcomm-horovod" in x)
     assert "0.50 / 0.62 / 0.75 (2)" in hvd
+
+
+def test_tf_against_numpy_on_the_horovod_path(capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [_run(2.0, 4000.0), _run(2.0, 4000.0)]
+    for res, (call, graph) in zip(runs, [(1.3, 1.05), (1.2, 1.0)], strict=True):
+        res["pytfcomm-horovod"].update(
+            {"reduce-16MiB": call, "reduce-16MiB-graph": graph, "reduce-16MiB-numpy": 1.0}
+        )
+    res["pytfcomm-mwms"]["reduce-16MiB-numpy"] = "-"  # only the Horovod path has it
+    assert tm._tf_vs_numpy(runs[0]) == pytest.approx((1.3, 1.05))
+    assert tm._tf_vs_numpy({"pytfcomm-horovod": {"reduce-16MiB": 1.0}}) is None
+    tm._print_table(runs[0], 2, "")
+    tm._print_spread(runs)
+    out = capsys.readouterr().out
+    assert "call per all-reduce 1.30x; per all-reduce inside one tf.function 1.05x" in out
+    assert "1.20 / 1.25 / 1.30 (2); per all-reduce inside one tf.function 1.00 / 1.02 / 1.05" in out

@@ -22,9 +22,10 @@ def test_two_functions_in_two_threads(ranks, n):
         assert o["n_wrong"] == 0, (r, o["wrong"])
 
 
+@pytest.mark.parametrize("threads", [4, 1])
 @pytest.mark.parametrize("n", WORKERS)
-def test_graph_ops_issued_in_opposite_orders(ranks, n):
-    outs = ranks(n, "tf_order_workers:graph_reversed", timeout=300, env=ENV)
+def test_graph_ops_issued_in_opposite_orders(ranks, n, threads):
+    outs = ranks(n, "tf_order_workers:graph_reversed", threads, timeout=300, env=ENV)
     for r, o in enumerate(outs):
         assert o["ok"], (r, o["results"])
 

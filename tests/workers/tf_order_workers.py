@@ -60,10 +60,11 @@ def two_functions_concurrently(rank: int, size: int, addr: str, iters: int) -> d
     return {"wrong": wrong[:5], "n_wrong": len(wrong)}
 
 
-def graph_reversed(rank: int, size: int, addr: str) -> dict:
+def graph_reversed(rank: int, size: int, addr: str, threads: int = 4) -> dict:
     """A tf.compat.v1 graph (no automatic control dependencies): two independent
     all-reduces, the first one's input delayed on even ranks, the second one's on
-    odd ranks, so each rank issues them in the opposite order of its neighbour."""
+    odd ranks, so each rank issues them in the opposite order of its neighbour;
+    also with a single inter-op thread, whose ops now run their collectives on it."""
     tf, ptf, comm = _init(rank, size, addr)
 
     def slow(x, delay: float):
@@ -78,7 +79,7 @@ def graph_reversed(rank: int, size: int, addr: str) -> dict:
         a = ptf.allreduce(a_in, op="sum")
         b = ptf.allreduce(b_in, op="sum")
     results = []
-    cfg = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=4)
+    cfg = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=threads)
     with tf.compat.v1.Session(graph=graph, config=cfg) as sess:
         for _ in range(5):
             ra, rb = sess.run([a, b])

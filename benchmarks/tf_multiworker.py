@@ -425,12 +425,8 @@ def _limit_row(n: int) -> dict:
     from benchmarks.tf_local import resnet50_shapes
 
     grads = 4 * sum(math.prod(s) for s in resnet50_shapes())
-    sizes = {
-        "reduce-16MiB": 4 * REDUCE_ELEMS,
-        "reduce-16MiB-graph": 4 * REDUCE_ELEMS,
-        "reduce-16MiB-numpy": 4 * REDUCE_ELEMS,
-        "resnet50-grads": grads,
-    }
+    reduce16 = ("reduce-16MiB", "reduce-16MiB-graph", "reduce-16MiB-numpy")
+    sizes = {k: 4 * REDUCE_ELEMS for k in reduce16} | {"resnet50-grads": grads}
     lim = _limits.measure(sorted(set(sizes.values())), kinds=("memcpy", "tcp"))
     row: dict = {"train": "-", "keras-fit": "-", "keras-fit-steady": "-", "limits": lim.as_json()}
     for k, nbytes in sizes.items():

@@ -298,16 +298,12 @@ void Communicator::enqueue_locked(Request* r, uint64_t stream, bool owned, Strea
 void Communicator::submit_async(std::vector<std::unique_ptr<Request>> reqs, uint64_t stream,
                                 const std::string& label, bool may_drive) {
   check_process();
-  double drive_s = may_drive ? drive_s_ : 0;
   // Driving here needs to know when these requests are done, after which
-  // the engine has deleted them: their on_done counts down.
+  // the engine has deleted them: their on_done counts down. Never another
+  // backend's data (external requests) on this thread.
   std::shared_ptr<std::atomic<int>> left;
-  if (drive_s > 0 && size_ > 1) {
-    for (const auto& req : reqs) {
-      if (req->external) drive_s = 0;  // another backend's data: not on this thread
-    }
-  }
-  if (drive_s > 0 && size_ > 1 && !reqs.empty()) {
+  if (may_drive && drive_s_ > 0 && size_ > 1 && !reqs.empty() &&
+      std::none_of(reqs.begin(), reqs.end(), [](const auto& r) { return r->external; })) {
     left = std::make_shared<std::atomic<int>>(static_cast<int>(reqs.size()));
     for (auto& req : reqs) {
       req->on_done = [inner = std::move(req->on_done), left](std::exception_ptr e) {
@@ -338,11 +334,10 @@ void Communicator::submit_async(std::vector<std::unique_ptr<Request>> reqs, uint
   // Nobody drives: this thread does, for its own requests and whatever else
   // the rounds decide, until they are done or drive_s has passed; then the
   // background thread goes on (release_driver_locked wakes it).
-  const TimePoint until = deadline_after(drive_s);
-  inline_until_ = until;
+  inline_until_ = deadline_after(drive_s_);
   drive([&] {
     return left->load(std::memory_order_acquire) == 0 ||
-           sync_waiters_.load(std::memory_order_relaxed) > 0 || Clock::now() >= until;
+           sync_waiters_.load(std::memory_order_relaxed) > 0 || Clock::now() >= inline_until_;
   });
   inline_until_ = TimePoint::max();
   std::lock_guard<std::mutex> lock(mu_);

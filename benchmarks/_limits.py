@@ -1,10 +1,18 @@
 """What the machine itself allows, measured in the same run as a benchmark's table.
 
-Two "limit" figures put every busbw in proportion:
+Three "limit" figures put every busbw in proportion:
 
 * ``memcpy``: one core copying ``n`` bytes from one warm buffer to another
   (NumPy ``copyto``, one thread); the ceiling for shared-memory transports,
   which move every byte at least once through a copy.
+* ``bound``: what memory allows an all-reduce of N ranks on one host. Every
+  rank must at least read its input and write its output, N copies of ``n``
+  bytes in all, and the cores share the memory system: ``memcpy_all``, the
+  aggregate bandwidth of min(N, cores) threads copying ``n`` bytes each at
+  once, makes that at least ``N * n / memcpy_all`` seconds, so busbw is at
+  most ``memcpy_all * 2(N-1) / N**2``. Where one core alone saturates memory
+  (``memcpy_all`` close to ``memcpy``) this is about half of ``memcpy`` at
+  N=2, and no shared-memory all-reduce can reach ``memcpy``.
 * ``tcp``: one TCP stream over loopback between two processes, ``n`` bytes
   sent and one byte acknowledged per round; the ceiling for a single
   connection over ``lo`` (the peers' TCP paths and pytfcomm's TCP transport
@@ -18,10 +26,12 @@ reason is in ``errors``).
 
 from __future__ import annotations
 
+import os
 import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -52,18 +62,28 @@ class Limits:
     memcpy_gbs: dict[int, float | None] = field(default_factory=dict)
     tcp_gbs: dict[int, float | None] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    memcpy_all_gbs: dict[int, float | None] = field(default_factory=dict)
+    ranks: int = 2  # the N of the all-reduce bound
 
     def for_kind(self, kind: str, nbytes: int) -> float | None:
         """The limit that applies to a backend whose ceiling is ``kind`` ("memcpy"/"tcp")."""
         table = self.memcpy_gbs if kind == "memcpy" else self.tcp_gbs
         return table.get(nbytes)
 
+    def bound(self, nbytes: int) -> float | None:
+        """The memory bound on a one-host all-reduce's busbw at ``nbytes`` (module doc)."""
+        agg = self.memcpy_all_gbs.get(nbytes)
+        n = self.ranks
+        return None if agg is None or n < 2 else agg * 2 * (n - 1) / n**2
+
     def as_json(self) -> dict:
         return {
             "memcpy_gbs": {str(k): v for k, v in self.memcpy_gbs.items()},
             "tcp_gbs": {str(k): v for k, v in self.tcp_gbs.items()},
+            "memcpy_all_gbs": {str(k): v for k, v in self.memcpy_all_gbs.items()},
+            "ranks": self.ranks,
             "errors": self.errors,
-            "method": __doc__.strip().split("\n\n")[1],
+            "method": "\n\n".join(__doc__.strip().split("\n\n")[1:3]),
         }
 
 
@@ -87,6 +107,55 @@ def memcpy_gbs(nbytes: int, min_time_s: float = 0.05, max_rounds: int = 200) -> 
         np.copyto(dst, src)
         times.append(time.perf_counter_ns() - t0)
     return nbytes / max(statistics.median(times), 1)
+
+
+# Below this the concurrent-copy probe would time Python, not memory: each
+# copy is too short for the threads to overlap (they take the GIL to call it).
+MIN_ALL_BYTES = 256 << 10
+
+
+def memcpy_all_gbs(nbytes: int, workers: int, rounds: int = 7) -> float:
+    """Aggregate copy bandwidth of ``workers`` threads copying ``nbytes`` each, all at once.
+
+    NumPy releases the GIL while it copies, so the threads really run
+    together. Each round starts them at a barrier, each copies its buffer
+    enough times for the round to outlast the barrier's cost many times, and
+    the round lasts until the last one is done; the median round counts.
+    Sizes below MIN_ALL_BYTES raise ValueError.
+    """
+    import numpy as np
+
+    if nbytes < MIN_ALL_BYTES:
+        raise ValueError(f"too small to copy concurrently from Python (< {MIN_ALL_BYTES} B)")
+    workers = max(1, workers)
+    reps = max(1, (64 << 20) // nbytes)
+    bufs = [(np.ones(max(nbytes, 1), np.uint8), np.zeros(max(nbytes, 1), np.uint8))]
+    bufs += [(s.copy(), d.copy()) for s, d in bufs * (workers - 1)]
+    for s, d in bufs:
+        np.copyto(d, s)  # touch every page
+    start, end = threading.Barrier(workers + 1), threading.Barrier(workers + 1)
+
+    def copier(src: np.ndarray, dst: np.ndarray) -> None:
+        for _ in range(rounds):
+            start.wait(timeout=60)
+            for _ in range(reps):
+                np.copyto(dst, src)
+            end.wait(timeout=60)
+
+    threads = [threading.Thread(target=copier, args=b, daemon=True) for b in bufs]
+    for t in threads:
+        t.start()
+    times = []
+    try:
+        for _ in range(rounds):
+            start.wait(timeout=60)
+            t0 = time.perf_counter_ns()
+            end.wait(timeout=60)
+            times.append(time.perf_counter_ns() - t0)
+    finally:
+        for t in threads:
+            t.join(timeout=60)
+    return workers * reps * nbytes / max(statistics.median(times), 1)
 
 
 def tcp_gbs(nbytes: int, rounds: int = 20, timeout_s: float = 60.0) -> float:
@@ -129,22 +198,33 @@ def tcp_gbs(nbytes: int, rounds: int = 20, timeout_s: float = 60.0) -> float:
             peer.stderr.close()
 
 
-def measure(sizes: list[int], kinds: tuple[str, ...] = ("memcpy", "tcp")) -> Limits:
-    """Both probes at every size (a probe that fails is recorded, never fatal)."""
-    lim = Limits()
-    for kind, fn, out in (
-        ("memcpy", memcpy_gbs, lim.memcpy_gbs),
-        ("tcp", lambda n: tcp_gbs(n, rounds=_tcp_rounds(n)), lim.tcp_gbs),
+def measure(sizes: list[int], kinds: tuple[str, ...] = ("memcpy", "tcp"), ranks: int = 2) -> Limits:
+    """The probes at every size (a probe that fails is recorded, never fatal).
+
+    ``kinds``: "memcpy" (which also measures ``memcpy_all`` for the bound of
+    a ``ranks``-rank all-reduce) and "tcp".
+    """
+    lim = Limits(ranks=ranks)
+    workers = min(ranks, os.cpu_count() or 1)
+    for kind, probe, fn, out in (
+        ("memcpy", "memcpy", memcpy_gbs, lim.memcpy_gbs),
+        ("memcpy", "memcpy_all", lambda n: _all_or_none(n, workers), lim.memcpy_all_gbs),
+        ("tcp", "tcp", lambda n: tcp_gbs(n, rounds=_tcp_rounds(n)), lim.tcp_gbs),
     ):
         if kind not in kinds:
             continue
         for n in sizes:
             try:
                 out[n] = fn(n)
-            except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            except (OSError, subprocess.SubprocessError, ValueError, RuntimeError) as exc:
                 out[n] = None
-                lim.errors.append(f"{kind} probe at {n} bytes failed: {exc}")
+                lim.errors.append(f"{probe} probe at {n} bytes failed: {exc}")
     return lim
+
+
+def _all_or_none(nbytes: int, workers: int) -> float | None:
+    """memcpy_all_gbs, or None (no bound shown) where it cannot be measured."""
+    return None if nbytes < MIN_ALL_BYTES else memcpy_all_gbs(nbytes, workers)
 
 
 def _tcp_rounds(nbytes: int) -> int:

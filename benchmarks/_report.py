@@ -112,28 +112,36 @@ def limit_table(
     """The machine's limits at each size, then each backend's busbw as a fraction of its own.
 
     ``limits`` is a benchmarks._limits.Limits; ``kinds`` maps a backend to the
-    limit its transport is held against ("memcpy" or "tcp").
+    limit its transport is held against ("memcpy" or "tcp"). Shared-memory
+    backends are also held against ``bound``, what memory allows an
+    all-reduce of this many ranks (benchmarks/_limits.py).
     """
     from benchmarks._limits import fmt_gbs
 
-    names = [r["name"] for r in runs]
-    width = max([8, *(len(n) for n in names)])
-    head = f"{'size':>13} {'memcpy':>8} {'tcp':>8}" + "".join(
-        f" {n + '/' + kinds.get(n, 'tcp'):>{width + 7}}" for n in names
+    # (backend, what its busbw is divided by): its transport's limit, and
+    # for shared memory the all-reduce bound too.
+    cols = [(r, kinds.get(r["name"], "tcp")) for r in runs]
+    cols += [(r, "bound") for r in runs if kinds.get(r["name"], "tcp") == "memcpy"]
+    width = max([8, *(len(r["name"]) for r in runs)])
+    head = f"{'size':>13} {'memcpy':>8} {'tcp':>8} {'bound':>8}" + "".join(
+        f" {r['name'] + '/' + k:>{width + 7}}" for r, k in cols
     )
     lines = [
         "# limit: this machine in the same run, GB/s: one core's memcpy, one loopback TCP "
-        "stream between two processes;",
-        "# then each backend's busbw / the limit of its transport (shared memory: memcpy)",
+        "stream between two processes,",
+        f"# bound: the most busbw memory allows a {limits.ranks}-rank all-reduce on one host "
+        "(every rank reads its input and writes its output; cores copying at once);",
+        "# then each backend's busbw / the limit of its transport (shared memory: memcpy, and "
+        "the bound)",
         head,
     ]
     for nbytes in sizes:
         line = f"{nbytes:>9} {fmt_bytes(nbytes):>4}".rjust(13)
         mem, tcp = limits.memcpy_gbs.get(nbytes), limits.tcp_gbs.get(nbytes)
-        line += f" {fmt_gbs(mem):>8} {fmt_gbs(tcp):>8}"
-        for r in runs:
+        line += f" {fmt_gbs(mem):>8} {fmt_gbs(tcp):>8} {fmt_gbs(limits.bound(nbytes)):>8}"
+        for r, k in cols:
             row = r["rows"].get(nbytes)
-            lim = limits.for_kind(kinds.get(r["name"], "tcp"), nbytes)
+            lim = limits.bound(nbytes) if k == "bound" else limits.for_kind(k, nbytes)
             frac = row["busbw_gbs"] / lim if row and row["ok"] and lim else None
             line += f" {'-' if frac is None else f'{frac:.2f}':>{width + 7}}"
         lines.append(line)

@@ -45,7 +45,11 @@ def _run(name: str, busbw: dict[int, float | None]) -> dict:
 
 def test_each_backend_is_held_against_its_own_transport() -> None:
     lim = _limits.Limits(
-        memcpy_gbs={1024: 10.0, 4096: 8.0}, tcp_gbs={1024: 2.0, 4096: 4.0}, errors=[]
+        memcpy_gbs={1024: 10.0, 4096: 8.0},
+        tcp_gbs={1024: 2.0, 4096: 4.0},
+        errors=[],
+        memcpy_all_gbs={1024: 12.0, 4096: 8.0},
+        ranks=2,
     )
     runs = [
         _run("pytfcomm", {1024: 5.0, 4096: 6.0}),
@@ -54,9 +58,29 @@ def test_each_backend_is_held_against_its_own_transport() -> None:
     kinds = {"pytfcomm": "memcpy", "mpi-tcp": "tcp"}
     out = _report.limit_table(runs, [1024, 4096], lim, kinds)
     rows = [line.split() for line in out.splitlines() if not line.startswith("#")]
-    assert rows[0][-2:] == ["pytfcomm/memcpy", "mpi-tcp/tcp"]
-    assert rows[1][2:] == ["10.00", "2.00", "0.50", "0.50"]
-    assert rows[2][2:] == ["8.00", "4.00", "0.75", "-"]
+    # shared memory is also held against the bound, TCP is not
+    assert rows[0][-3:] == ["pytfcomm/memcpy", "mpi-tcp/tcp", "pytfcomm/bound"]
+    # bound at N=2: half the cores' aggregate copy bandwidth
+    assert rows[1][2:] == ["10.00", "2.00", "6.00", "0.50", "0.50", "0.83"]
+    assert rows[2][2:] == ["8.00", "4.00", "4.00", "0.75", "-", "1.50"]
+
+
+def test_allreduce_bound_is_every_rank_copying_once_through_shared_memory() -> None:
+    lim = _limits.Limits(memcpy_all_gbs={1: 16.0, 2: None}, ranks=4)
+    # 4 ranks copy n bytes each at 16 GB/s in all: n/4 GB/s of algbw, x 2(N-1)/N of busbw
+    assert lim.bound(1) == pytest.approx(16.0 / 4 * 2 * 3 / 4)
+    assert lim.bound(2) is None  # the probe failed
+    assert _limits.Limits(memcpy_all_gbs={1: 16.0}, ranks=1).bound(1) is None
+
+
+def test_concurrent_copy_probe_runs_every_worker() -> None:
+    one = _limits.memcpy_all_gbs(1 << 20, workers=1, rounds=3)
+    two = _limits.memcpy_all_gbs(1 << 20, workers=2, rounds=3)
+    assert 0.01 < one < 10_000 and 0.01 < two < 10_000, (one, two)
+    with pytest.raises(ValueError, match="too small"):
+        _limits.memcpy_all_gbs(4096, workers=2)
+    # where it cannot be measured the table shows no bound rather than a wrong one
+    assert _limits.measure([4096], kinds=("memcpy",)).memcpy_all_gbs == {4096: None}
 
 
 def test_registry_names_the_limit_of_each_transport() -> None:

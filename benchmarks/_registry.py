@@ -140,3 +140,20 @@ def worker_pythonpath(shim_dir: str) -> str:
         os.symlink(os.path.join(REPO_ROOT, "benchmarks"), link)
     old = os.environ.get("PYTHONPATH", "")
     return shim_dir + (os.pathsep + old if old else "")
+
+
+def import_installed_pytfcomm():
+    """``import pytfcomm`` for a benchmark that runs it in its own process (``tf_local``):
+    the installed package, never the checkout's ``pytfcomm/`` that ``python -m`` from the
+    repository root puts first on ``sys.path`` (its extension may be missing or stale), unless
+    the repository root is on PYTHONPATH, as for workers (worker_pythonpath)."""
+    root = os.path.realpath(REPO_ROOT)
+    given = {os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    saved = sys.path[:]
+    if root not in given:
+        sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != root]
+    try:
+        import pytfcomm
+    finally:
+        sys.path[:] = saved
+    return pytfcomm

@@ -154,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--only", help="comma-separated subset of implementation names")
     args = ap.parse_args(argv)
+    from benchmarks._registry import import_installed_pytfcomm
+
     tf = setup_tf()
-    import pytfcomm
+    pytfcomm = import_installed_pytfcomm()
 
     devices = [f"/device:CPU:{i}" for i in range(NUM_DEVICES)]
     shapes = resnet50_shapes()

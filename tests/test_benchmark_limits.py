@@ -110,3 +110,27 @@ def test_tf_multiworker_limit_row_is_the_time_at_memcpy_speed(
     limit_line = next(x for x in out.splitlines() if x.startswith(f"| {tm.LIMIT}"))
     assert "x)" not in limit_line  # the machine's row carries no ratio
     assert "16 MiB: memcpy 4.00, TCP 2.00" in out
+
+
+def test_in_process_benchmarks_import_the_installed_pytfcomm(tmp_path: Path) -> None:
+    # `python -m benchmarks.tf_local` from the repository root puts the checkout
+    # first on sys.path; its pytfcomm/ has no extension in a fresh clone.
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import sys; sys.path.insert(0, '');"
+        "from benchmarks._registry import import_installed_pytfcomm as f;"
+        "m = f(); print(m.__file__); import pytfcomm._core"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert not Path(out.stdout.strip()).resolve().is_relative_to(root / "pytfcomm"), out.stdout

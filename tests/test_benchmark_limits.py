@@ -4,6 +4,8 @@ table that holds every backend's busbw against the ceiling of its transport."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -112,10 +114,9 @@ def test_tf_multiworker_limit_row_is_the_time_at_memcpy_speed(
     assert "16 MiB: memcpy 4.00, TCP 2.00" in out
 
 
-def test_in_process_benchmarks_import_the_installed_pytfcomm(tmp_path: Path) -> None:
+def test_in_process_benchmarks_import_the_installed_pytfcomm() -> None:
     # `python -m benchmarks.tf_local` from the repository root puts the checkout
     # first on sys.path; its pytfcomm/ has no extension in a fresh clone.
-    import subprocess
 
     root = Path(__file__).resolve().parents[1]
     code = (
@@ -123,14 +124,9 @@ def test_in_process_benchmarks_import_the_installed_pytfcomm(tmp_path: Path) -> 
         "from benchmarks._registry import import_installed_pytfcomm as f;"
         "m = f(); print(m.__file__); import pytfcomm._core"
     )
-    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    assert not Path(out.stdout.strip()).resolve().is_relative_to(root / "pytfcomm"), out.stdout
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True)
+
+    assert out.returncode == 0, out.stderr.decode()
+    where = Path(out.stdout.decode().strip()).resolve()
+    assert not where.is_relative_to(root / "pytfcomm"), where

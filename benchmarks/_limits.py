@@ -129,8 +129,7 @@ def memcpy_all_gbs(nbytes: int, workers: int, rounds: int = 7) -> float:
         raise ValueError(f"too small to copy concurrently from Python (< {MIN_ALL_BYTES} B)")
     workers = max(1, workers)
     reps = max(1, (64 << 20) // nbytes)
-    bufs = [(np.ones(max(nbytes, 1), np.uint8), np.zeros(max(nbytes, 1), np.uint8))]
-    bufs += [(s.copy(), d.copy()) for s, d in bufs * (workers - 1)]
+    bufs = [(np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)) for _ in range(workers)]
     for s, d in bufs:
         np.copyto(d, s)  # touch every page
     start, end = threading.Barrier(workers + 1), threading.Barrier(workers + 1)

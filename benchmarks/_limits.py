@@ -200,15 +200,15 @@ def tcp_gbs(nbytes: int, rounds: int = 20, timeout_s: float = 60.0) -> float:
 def measure(sizes: list[int], kinds: tuple[str, ...] = ("memcpy", "tcp"), ranks: int = 2) -> Limits:
     """The probes at every size (a probe that fails is recorded, never fatal).
 
-    ``kinds``: "memcpy" (which also measures ``memcpy_all`` for the bound of
-    a ``ranks``-rank all-reduce) and "tcp".
+    ``kinds``: "memcpy", "tcp", and "bound" (``memcpy_all``, for the bound of a
+    ``ranks``-rank all-reduce; only tables that print the bound ask for it).
     """
     lim = Limits(ranks=ranks)
     workers = min(ranks, os.cpu_count() or 1)
-    for kind, probe, fn, out in (
-        ("memcpy", "memcpy", memcpy_gbs, lim.memcpy_gbs),
-        ("memcpy", "memcpy_all", lambda n: _all_or_none(n, workers), lim.memcpy_all_gbs),
-        ("tcp", "tcp", lambda n: tcp_gbs(n, rounds=_tcp_rounds(n)), lim.tcp_gbs),
+    for kind, fn, out in (
+        ("memcpy", memcpy_gbs, lim.memcpy_gbs),
+        ("bound", lambda n: _all_or_none(n, workers), lim.memcpy_all_gbs),
+        ("tcp", lambda n: tcp_gbs(n, rounds=_tcp_rounds(n)), lim.tcp_gbs),
     ):
         if kind not in kinds:
             continue
@@ -217,7 +217,7 @@ def measure(sizes: list[int], kinds: tuple[str, ...] = ("memcpy", "tcp"), ranks:
                 out[n] = fn(n)
             except (OSError, subprocess.SubprocessError, ValueError, RuntimeError) as exc:
                 out[n] = None
-                lim.errors.append(f"{probe} probe at {n} bytes failed: {exc}")
+                lim.errors.append(f"{kind} probe at {n} bytes failed: {exc}")
     return lim
 
 

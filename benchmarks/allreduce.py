@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(r["name"] == args.ref for r in runs):
         print(f"# ratio = peer time / {args.ref} time (> 1: {args.ref} is faster)")
     print(_report.table(runs, args.size_list, args.ref))
-    limits = _limits.measure(args.size_list, ranks=args.np)
+    limits = _limits.measure(args.size_list, kinds=("memcpy", "tcp", "bound"), ranks=args.np)
     kinds = {r["name"]: _registry.by_name(r["name"]).limit for r in runs}
     print(_report.limit_table(runs, args.size_list, limits, kinds))
     meta["limits"] = limits.as_json()

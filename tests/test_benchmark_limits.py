@@ -82,7 +82,7 @@ def test_concurrent_copy_probe_runs_every_worker() -> None:
     with pytest.raises(ValueError, match="too small"):
         _limits.memcpy_all_gbs(4096, workers=2)
     # where it cannot be measured the table shows no bound rather than a wrong one
-    assert _limits.measure([4096], kinds=("memcpy",)).memcpy_all_gbs == {4096: None}
+    assert _limits.measure([4096], kinds=("bound",)).memcpy_all_gbs == {4096: None}
 
 
 def test_registry_names_the_limit_of_each_transport() -> None:
@@ -117,7 +117,6 @@ def test_tf_multiworker_limit_row_is_the_time_at_memcpy_speed(
 def test_in_process_benchmarks_import_the_installed_pytfcomm() -> None:
     # `python -m benchmarks.tf_local` from the repository root puts the checkout
     # first on sys.path; its pytfcomm/ has no extension in a fresh clone.
-
     root = Path(__file__).resolve().parents[1]
     code = (
         "import sys; sys.path.insert(0, '');"

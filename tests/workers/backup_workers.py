@@ -165,6 +165,10 @@ def tf_keras(out: Path) -> dict:
             Kill(),
         ],
     )
+    # Every worker has finished fit (and so removed its own workertemp_<i> checkpoint)
+    # before any lists the directory: without this rank 0 can list while rank 1 is
+    # still deleting its temporary copy.
+    strategy.communicator.barrier()
     return {
         "restart": restart,
         "seen": seen,

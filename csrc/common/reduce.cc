@@ -2,6 +2,8 @@
 // once per process for this CPU (see reduce_internal.h).
 #include "common/reduce.h"
 
+#include <cstring>
+
 #include "common/error.h"
 #include "common/param.h"
 #include "common/reduce_internal.h"
@@ -69,6 +71,28 @@ void reduce_divide(void* dst, const void* a, const void* b, size_t n, DType dtyp
   if (n == 0) return;
   PTC_CHECK_ARG(dst != nullptr && a != nullptr && b != nullptr, "null buffer in reduce_divide");
   reduce_internal::active_kernels().reduce_divide(dst, a, b, n, dtype, divisor);
+}
+
+void reduce_many(void* dst, const void* const* srcs, size_t m, size_t n, DType dtype, ReduceOp op,
+                 int64_t mean_divisor, bool stream) {
+  check_dtype(dtype);
+  PTC_CHECK_ARG(valid_op(static_cast<uint8_t>(op)), "invalid reduce op ", static_cast<int>(op));
+  PTC_CHECK_ARG(m >= 1, "reduce_many needs at least one source");
+  PTC_CHECK_ARG(mean_divisor >= 0, "divisor must be >= 0, got ", mean_divisor);
+  if (mean_divisor > 0) {
+    PTC_CHECK_ARG(op == ReduceOp::kSum || op == ReduceOp::kMean, "only a sum or mean divides");
+    check_divide_args(dtype, mean_divisor);
+  }
+  if (n == 0) return;
+  PTC_CHECK_ARG(dst != nullptr && srcs != nullptr, "null buffer in reduce_many");
+  for (size_t r = 0; r < m; ++r) PTC_CHECK_ARG(srcs[r] != nullptr, "null buffer in reduce_many");
+  if (m == 1) {
+    if (mean_divisor > 0) return divide(dst, srcs[0], n, dtype, mean_divisor);
+    if (dst != srcs[0]) std::memcpy(dst, srcs[0], n * dtype_size(dtype));
+    return;
+  }
+  reduce_internal::active_kernels().reduce_many(dst, srcs, m, n, dtype, op, mean_divisor,
+                                                  stream);
 }
 
 void divide(void* dst, const void* src, size_t n, DType dtype, int64_t divisor) {

@@ -49,7 +49,8 @@ using Avx2Set = KernelSet<Avx2Vec>;
 namespace reduce_internal {
 
 const Kernels kAvx2Kernels = {"avx2", &reduce_avx2::Avx2Set::reduce,
-                              &reduce_avx2::Avx2Set::reduce_divide, &reduce_avx2::Avx2Set::divide};
+                              &reduce_avx2::Avx2Set::reduce_divide, &reduce_avx2::Avx2Set::divide,
+                              &reduce_avx2::Avx2Set::reduce_many};
 
 }  // namespace reduce_internal
 }  // namespace pytfcomm

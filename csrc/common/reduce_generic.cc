@@ -12,7 +12,7 @@ namespace reduce_internal {
 using GenericSet = reduce_generic::KernelSet<reduce_generic::PortableVec>;
 
 const Kernels kGenericKernels = {"generic", &GenericSet::reduce, &GenericSet::reduce_divide,
-                                 &GenericSet::divide};
+                                 &GenericSet::divide, &GenericSet::reduce_many};
 
 }  // namespace reduce_internal
 }  // namespace pytfcomm

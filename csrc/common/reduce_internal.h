@@ -22,6 +22,9 @@ struct Kernels {
   void (*reduce_divide)(void* dst, const void* a, const void* b, size_t n, DType dtype,
                         int64_t divisor);
   void (*divide)(void* dst, const void* src, size_t n, DType dtype, int64_t divisor);
+  // m >= 2 sources; divisor 0 (no division) or >= 1 (sum/mean only).
+  void (*reduce_many)(void* dst, const void* const* srcs, size_t m, size_t n, DType dtype,
+                      ReduceOp op, int64_t divisor, bool stream);
 };
 
 // Baseline kernels, always available.

@@ -14,10 +14,15 @@
 #error "define PTC_REDUCE_NS and PTC_REDUCE_VEC_BYTES before including reduce_kernels.h"
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "common/dtype.h"
 
@@ -223,6 +228,31 @@ void with_type(DType dtype, Fn&& fn) {
   // bool is handled by the callers, invalid values by reduce.cc
 }
 
+// Non-temporal stores: written straight to memory, not read into the cache first. SSE2
+// is part of x86-64, so both kernel sets have them; elsewhere a plain copy.
+inline bool stream_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// dst (16-byte aligned) = src, `bytes` of it.
+inline void stream_copy(void* dst, const void* src, size_t bytes) {
+#if defined(__x86_64__)
+  auto* d = static_cast<__m128i*>(dst);
+  const auto* s = static_cast<const __m128i*>(src);
+  size_t i = 0;
+  for (; (i + 1) * 16 <= bytes; ++i) _mm_stream_si128(d + i, _mm_loadu_si128(s + i));
+  std::memcpy(reinterpret_cast<char*>(d + i), reinterpret_cast<const char*>(s + i), bytes - i * 16);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+// Orders the non-temporal stores before whatever this thread writes next (the
+// completion another thread waits on): x86 does not order them otherwise.
+inline void stream_fence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
+
 // One kernel set: the entry points of reduce_internal::Kernels. Vec<Fmt>
 // converts the 16-bit floats (PortableVec, or reduce_avx2.cc's).
 template <template <class> class Vec>
@@ -284,6 +314,104 @@ struct KernelSet {
     with_type(dtype, [&](auto t) {
       using S = DivisorType<decltype(t)>;
       run<decltype(t)>(dst, a, b, n, DivideOp<S, true>{static_cast<S>(divisor)});
+    });
+  }
+
+  // d[i] = g(f(...f(a[i], s[0][i])..., s[K-2][i]), s[K-1][i]) for K = 1..3 inputs besides
+  // a: one pass that reads a and the K inputs side by side and writes d once. d may
+  // equal a (each index is read before it is written); the s[k] must not overlap d.
+  template <class T, size_t K, class F, class G>
+  static void fold(T* d, const T* a, const void* const* s, F f, G g, size_t n) {
+    const T* p0 = static_cast<const T*>(s[0]);
+    const T* p1 = static_cast<const T*>(s[K > 1 ? 1 : 0]);
+    const T* p2 = static_cast<const T*>(s[K > 2 ? 2 : 0]);
+    for (size_t i = 0; i < n; ++i) {
+      if constexpr (K == 1) {
+        d[i] = g(a[i], p0[i]);
+      } else if constexpr (K == 2) {
+        d[i] = g(f(a[i], p0[i]), p1[i]);
+      } else {
+        d[i] = g(f(f(a[i], p0[i]), p1[i]), p2[i]);
+      }
+    }
+  }
+
+  // The last group of fold_sum: K sources combined into acc with g last.
+  template <class T, class G>
+  static void fold_last(T* d, const T* acc, const void* const* s, size_t k, G g, size_t n) {
+    if (k == 1) fold<T, 1>(d, acc, s, SumOp(), g, n);
+    if (k == 2) fold<T, 2>(d, acc, s, SumOp(), g, n);
+    if (k == 3) fold<T, 3>(d, acc, s, SumOp(), g, n);
+  }
+
+  // The sum of m >= 2 inputs of T, left to right, three at a time after the first, the
+  // last step being g (a plain sum, or the sum-and-divide of a mean). With `stream` (and
+  // at most four sources, so that every source is read in one pass) the result is made a
+  // small block at a time in a cache-resident buffer and written with non-temporal stores,
+  // which skip reading dst's lines into the cache first.
+  template <class T, class G>
+  static void fold_sum(void* dst, const void* const* srcs, size_t m, size_t n, G g, bool stream) {
+    T* d = static_cast<T*>(dst);
+    const T* acc = static_cast<const T*>(srcs[0]);
+    if (stream && m <= 4 && stream_aligned(dst)) {
+      constexpr size_t kBlock = 2048 / sizeof(T);
+      alignas(64) T tmp[kBlock];
+      const void* s[3];
+      for (size_t i = 0; i < n; i += kBlock) {
+        const size_t len = std::min(kBlock, n - i);
+        for (size_t r = 1; r < m; ++r) s[r - 1] = static_cast<const T*>(srcs[r]) + i;
+        fold_last<T>(tmp, acc + i, s, m - 1, g, len);
+        stream_copy(d + i, tmp, len * sizeof(T));
+      }
+      stream_fence();
+      return;
+    }
+    for (size_t r = 1; r < m;) {
+      const size_t k = std::min<size_t>(3, m - r);
+      const void* const* s = srcs + r;
+      r += k;
+      if (r == m) {
+        fold_last<T>(d, acc, s, k, g, n);
+      } else {
+        fold<T, 3>(d, acc, s, SumOp(), SumOp(), n);
+      }
+      acc = d;
+    }
+  }
+
+  // dst = srcs[0] op srcs[1] op ... op srcs[m-1] (m >= 2), left to right, the last step
+  // dividing by `divisor` when it is > 0 (sum and mean only). The same bits as the pairwise
+  // chain reduce(dst, srcs[0], srcs[1]); reduce(dst, dst, srcs[2]); ...; reduce_divide(...)
+  // because every element goes through the same operations in the same order; a sum of
+  // 32/64-bit floats or integers is fused (dst written once, the inputs streamed side by
+  // side); 16-bit floats (rounded at every step), bool and min/max/prod run as that chain.
+  static void reduce_many(void* dst, const void* const* srcs, size_t m, size_t n, DType dtype,
+                          ReduceOp op, int64_t divisor, bool stream) {
+    const bool sum = op == ReduceOp::kSum || op == ReduceOp::kMean;
+    const bool fused = sum && dtype != DType::kBool && dtype != DType::kFloat16 &&
+                       dtype != DType::kBFloat16;
+    if (!fused) {
+      const void* acc = srcs[0];
+      for (size_t r = 1; r < m; ++r) {
+        if (divisor > 0 && r + 1 == m) {
+          reduce_divide(dst, acc, srcs[r], n, dtype, divisor);
+        } else {
+          reduce(dst, acc, srcs[r], n, dtype, op);
+        }
+        acc = dst;
+      }
+      return;
+    }
+    with_type(dtype, [&](auto t) {
+      using T = decltype(t);
+      if constexpr (!std::is_same<T, Half>::value && !std::is_same<T, BFloat16>::value) {
+        using S = DivisorType<T>;
+        if (divisor > 0) {
+          fold_sum<T>(dst, srcs, m, n, DivideOp<S, true>{static_cast<S>(divisor)}, stream);
+        } else {
+          fold_sum<T>(dst, srcs, m, n, SumOp(), stream);
+        }
+      }
     });
   }
 

@@ -1,7 +1,6 @@
 #include "local/local_reduce.h"
 
 #include <algorithm>
-#include <cstring>
 #include <exception>
 #include <mutex>
 
@@ -21,33 +20,25 @@ struct Chunk {
   size_t end;
 };
 
-// out = op(inputs...) over [begin, end): a chain of pairwise kernels that
-// keeps the output chunk hot in cache; the last step divides for a mean.
-void reduce_chunk(const Chunk& c, ReduceOp op, int64_t divisor) {
+// out = op(inputs...) over [begin, end), in replica order; a sum reads every
+// input side by side and writes the output chunk once (common/reduce.h), the
+// last step divides for a mean.
+void reduce_chunk(const Chunk& c, ReduceOp op, int64_t divisor, bool stream) {
   const ReduceSpan& s = *c.span;
   const size_t es = dtype_size(s.dtype);
-  const size_t n = c.end - c.begin;
-  auto at = [&](const void* p) { return static_cast<const char*>(p) + c.begin * es; };
-  char* out = static_cast<char*>(s.out) + c.begin * es;
   const size_t m = s.inputs.size();
-  if (m == 1) {
-    if (op == ReduceOp::kMean) {
-      divide(out, at(s.inputs[0]), n, s.dtype, divisor);
-    } else {
-      std::memcpy(out, at(s.inputs[0]), n * es);
-    }
-    return;
+  constexpr size_t kOnStack = 16;
+  const void* stack[kOnStack];
+  std::vector<const void*> heap;
+  const void** srcs = stack;
+  if (m > kOnStack) {
+    heap.resize(m);
+    srcs = heap.data();
   }
-  const ReduceOp pairwise = op == ReduceOp::kMean ? ReduceOp::kSum : op;
-  const void* acc = at(s.inputs[0]);
-  for (size_t r = 1; r < m; ++r) {
-    if (op == ReduceOp::kMean && r + 1 == m) {
-      reduce_divide(out, acc, at(s.inputs[r]), n, s.dtype, divisor);
-    } else {
-      reduce(out, acc, at(s.inputs[r]), n, s.dtype, pairwise);
-    }
-    acc = out;
-  }
+  for (size_t r = 0; r < m; ++r) srcs[r] = static_cast<const char*>(s.inputs[r]) + c.begin * es;
+  reduce_many(static_cast<char*>(s.out) + c.begin * es, srcs, m, c.end - c.begin, s.dtype,
+              op == ReduceOp::kMean ? ReduceOp::kSum : op, op == ReduceOp::kMean ? divisor : 0,
+              stream);
 }
 
 }  // namespace
@@ -79,13 +70,17 @@ void local_reduce(const std::vector<ReduceSpan>& spans, ReduceOp op, int64_t mea
   // thread finishes first (a small model's whole gradient set, say).
   constexpr int64_t kInlineBytes = 256 << 10;
   if (bytes <= kInlineBytes) {
-    for (const Chunk& c : chunks) reduce_chunk(c, op, mean_divisor);
+    for (const Chunk& c : chunks) reduce_chunk(c, op, mean_divisor, false);
     count(CounterKind::kReducedBytes, bytes);
     return;
   }
+  // An output this large leaves the cache before anyone reads it (the inputs stream
+  // through behind it): write it without first reading its lines (reduce.h).
+  constexpr int64_t kStreamBytes = 16 << 20;
+  const bool stream = bytes >= kStreamBytes;
   parallel_for(chunks.size(), [&](size_t i) {
     try {
-      reduce_chunk(chunks[i], op, mean_divisor);
+      reduce_chunk(chunks[i], op, mean_divisor, stream);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu);
       if (!error) error = std::current_exception();

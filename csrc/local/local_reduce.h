@@ -1,8 +1,8 @@
 // In-process combine of N local replicas (one per device) of the same
 // arrays: the local half of every TensorFlow collective. Work is cut into
-// cache-sized chunks spread over the local pool; each chunk reads its N
-// inputs once and leaves the result in `out`, so the output stays in cache
-// while the inputs stream through. Summation order is fixed (replica 0, 1,
+// chunks spread over the local pool; each chunk reads its N
+// inputs once, side by side, and writes its part of `out` once (sums; other
+// ops chain pairwise through the cached output chunk). Order is fixed (replica 0, 1,
 // ..., N-1) and every chunk is computed once, so the bytes are identical no
 // matter how chunks are scheduled, and every replica can share them.
 #pragma once
@@ -30,7 +30,7 @@ struct ReduceSpan {
 // include other processes). Throws pytfcomm::Error on bad arguments.
 void local_reduce(const std::vector<ReduceSpan>& spans, ReduceOp op, int64_t mean_divisor);
 
-// Bytes of one chunk of one input (PYTFCOMM_LOCAL_CHUNK_BYTES, default 64 KiB).
+// Bytes of one chunk of one input (PYTFCOMM_LOCAL_CHUNK_BYTES, default 256 KiB).
 size_t local_chunk_bytes();
 
 // Process-wide counters, so tests can prove that pytfcomm (not a TF

@@ -252,6 +252,101 @@ TEST(Reduce, EdgeCases) {
   EXPECT_EQ(std::vector<int32_t>(v, v + 3), (std::vector<int32_t>{-2, 2, 0}));
 }
 
+// reduce_many against the pairwise chain of the same kernel set (checked above against the
+// references), bit for bit: every dtype and op, 2..9 sources (one, two and three fused
+// groups and each remainder), sizes around the vector width, dst apart or == srcs[0], with
+// and without the mean's division; the AVX2 set against the generic one, also under FTZ/DAZ.
+TEST(Reduce, ManySourcesMatchThePairwiseChain) {
+  std::mt19937_64 rng(2);
+  auto chain = [](const Kernels& k, void* d, const std::vector<const void*>& s, size_t n,
+                  DType t, ReduceOp op, int64_t dv) {
+    const void* acc = s[0];
+    for (size_t r = 1; r < s.size(); ++r) {
+      if (dv > 0 && r + 1 == s.size()) {
+        k.reduce_divide(d, acc, s[r], n, t, dv);
+      } else {
+        k.reduce(d, acc, s[r], n, t, op);
+      }
+      acc = d;
+    }
+  };
+  for (DType t = DType(0); t < DType::kCount; t = DType(int(t) + 1)) {
+    const size_t w = dtype_size(t);
+    for (size_t m = 2; m <= 9; ++m) {
+      for (size_t n : {1, 7, 31, 33, 1000, 2100}) {  // 2100: over a streaming block
+        std::vector<Bytes> in;
+        for (size_t r = 0; r < m; ++r) in.push_back(random_data(t, n, rng));
+        for (ReduceOp op = ReduceOp(0); op < ReduceOp::kCount; op = ReduceOp(int(op) + 1)) {
+          const bool sums = op == ReduceOp::kSum || op == ReduceOp::kMean;
+          for (int64_t dv : {int64_t{0}, int64_t{3}, INT64_MAX}) {
+            if (dv > 0 && (!sums || t == DType::kBool)) continue;
+            Bytes want(n * w, 0xAB);
+            {
+              std::vector<const void*> ptr;
+              for (const Bytes& b : in) ptr.push_back(b.data());
+              chain(*kernel_sets()[0], want.data(), ptr, n, t, op, dv);
+            }
+            // dst apart (16-byte aligned, or not: the streaming path then stores plainly),
+            // or dst == srcs[0].
+            for (int place : {0, 1, 2}) {
+              for (bool stream : {false, true}) {
+                for (const Kernels* k : kernel_sets()) {
+                  std::vector<Bytes> src = in;
+                  std::vector<const void*> ptr;
+                  for (const Bytes& b : src) ptr.push_back(b.data());
+                  Bytes out(n * w + 2 * w, 0xAB);
+                  uint8_t* dst = place == 2 ? src[0].data() : out.data() + place * w;
+                  k->reduce_many(dst, ptr.data(), m, n, t, op, dv, stream);
+                  ASSERT_EQ(0, std::memcmp(dst, want.data(), n * w))
+                      << k->name << " " << dtype_name(t) << " " << op_name(op) << " m " << m
+                      << " n " << n << " divisor " << dv << " place " << place << " stream "
+                      << stream;
+                  EXPECT_EQ(out[n * w + w], 0xAB) << "wrote past the end";
+                  for (size_t r = 1; r < m; ++r) ASSERT_EQ(src[r], in[r]) << "a source changed";
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+#if defined(__x86_64__)
+  if (!reduce_internal::cpu_has_avx2()) return;
+  const unsigned saved_csr = _mm_getcsr();
+  _mm_setcsr(saved_csr | 0x8040u);  // FTZ/DAZ, as TensorFlow runs
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    std::vector<Bytes> in;
+    for (int r = 0; r < 5; ++r) in.push_back(random_data(t, 999, rng));
+    std::vector<const void*> ptr;
+    for (const Bytes& b : in) ptr.push_back(b.data());
+    Bytes g(999 * dtype_size(t)), a(g.size());
+    for (size_t m : {4, 5}) {
+      reduce_internal::kGenericKernels.reduce_many(g.data(), ptr.data(), m, 999, t, {}, 7, false);
+      reduce_internal::kAvx2Kernels.reduce_many(a.data(), ptr.data(), m, 999, t, {}, 7, true);
+      EXPECT_EQ(g, a) << dtype_name(t) << " " << m;
+    }
+  }
+  _mm_setcsr(saved_csr);
+#endif
+}
+
+// The public entry point: one source copies (or divides), and the same bytes as the kernels.
+TEST(Reduce, ManySourcesPublicEntryPoint) {
+  const float a[3] = {1, 2, 3}, b[3] = {10, 20, 30}, c[3] = {100, 200, 301};
+  const void* one[] = {a};
+  const void* three[] = {a, b, c};
+  float out[3] = {};
+  reduce_many(out, one, 1, 3, DType::kFloat32, ReduceOp::kSum, 0);
+  EXPECT_EQ(std::vector<float>(out, out + 3), (std::vector<float>{1, 2, 3}));
+  reduce_many(out, one, 1, 3, DType::kFloat32, ReduceOp::kMean, 2);
+  EXPECT_EQ(std::vector<float>(out, out + 3), (std::vector<float>{0.5f, 1, 1.5f}));
+  reduce_many(out, three, 3, 3, DType::kFloat32, ReduceOp::kMean, 3);
+  EXPECT_EQ(std::vector<float>(out, out + 3), (std::vector<float>{37, 74, 334.0f / 3}));
+  reduce_many(out, three, 3, 3, DType::kFloat32, ReduceOp::kMax, 0);
+  EXPECT_EQ(std::vector<float>(out, out + 3), (std::vector<float>{100, 200, 301}));
+}
+
 bool rejected(void (*fn)()) {
   try {
     fn();
@@ -267,6 +362,12 @@ TEST(Reduce, RejectsBadArguments) {
   EXPECT_TRUE(rejected([] { divide(x, x, 1, DType::kFloat32, 0); }));
   EXPECT_TRUE(rejected([] { reduce(x, x, x, 1, DType(9), ReduceOp::kSum); }));
   EXPECT_TRUE(rejected([] { reduce(x, x, x, 1, DType::kFloat32, ReduceOp(5)); }));
+  static const void* srcs[2] = {x, nullptr};
+  EXPECT_TRUE(rejected([] { reduce_many(x, srcs, 0, 1, DType::kFloat32, ReduceOp::kSum, 0); }));
+  EXPECT_TRUE(rejected([] { reduce_many(x, srcs, 2, 1, DType::kFloat32, ReduceOp::kSum, 0); }));
+  EXPECT_TRUE(rejected([] { reduce_many(x, srcs, 1, 1, DType::kFloat32, ReduceOp::kMax, 2); }));
+  EXPECT_TRUE(rejected([] { reduce_many(x, srcs, 1, 1, DType::kFloat32, ReduceOp::kSum, -1); }));
+  EXPECT_TRUE(rejected([] { reduce_many(x, srcs, 1, 1, DType::kBool, ReduceOp::kSum, 2); }));
   reduce(nullptr, nullptr, nullptr, 0, DType::kFloat32, ReduceOp::kSum);  // n == 0: no-op
   EXPECT_TRUE(std::string(reduce_isa()) == "avx2" || std::string(reduce_isa()) == "generic");
 }
@@ -291,6 +392,24 @@ TEST(Reduce, Throughput) {
       const std::chrono::duration<double> s = std::chrono::steady_clock::now() - t0;
       std::printf("[ reduce   ] %-7s float32 sum 64 MiB, %s: %.1f GB/s of output\n", k->name,
                   dst == a.data() ? "dst == a" : "dst apart", 10 * n * 4 / s.count() / 1e9);
+    }
+    // Four sources into one, as the local combine of four replicas: fused vs the chain.
+    std::vector<float> c(n, 3.f), e(n, 4.f);
+    const void* srcs[4] = {a.data(), b.data(), c.data(), e.data()};
+    for (bool fused : {true, false}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int r = 0; r < 5; ++r) {
+        if (fused) {
+          k->reduce_many(d.data(), srcs, 4, n, DType::kFloat32, ReduceOp::kSum, 0, true);
+        } else {
+          k->reduce(d.data(), a.data(), b.data(), n, DType::kFloat32, ReduceOp::kSum);
+          k->reduce(d.data(), d.data(), c.data(), n, DType::kFloat32, ReduceOp::kSum);
+          k->reduce(d.data(), d.data(), e.data(), n, DType::kFloat32, ReduceOp::kSum);
+        }
+      }
+      const std::chrono::duration<double> s = std::chrono::steady_clock::now() - t0;
+      std::printf("[ reduce   ] %-7s float32 sum of 4 x 64 MiB, %s: %.1f GB/s of output\n",
+                  k->name, fused ? "fused, streamed" : "chain", 5 * n * 4 / s.count() / 1e9);
     }
   }
 }

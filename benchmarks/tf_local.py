@@ -7,7 +7,11 @@ implementation in turn, measured in the same run:
 
 * ``resnet50-grads``: the gradient all-reduce (``batch_reduce_to(SUM)``) of a
   ResNet-50-shaped gradient set (161 float32 tensors, 25.6M values), inside
-  ``tf.function``; each result is checked against the exact sum.
+  ``tf.function``; each result is checked against the exact sum. The function
+  reads the per-replica values from its closure, as a training step reads the
+  gradients it computed: passed as arguments, TF's Python-side flattening of
+  the 644 tensors costs ~9 ms per call on the 2-core VM, the same for every
+  implementation, and would be measured instead of the reduction.
 * ``digits-mlp-step``: one training step (forward, backward, all-reduce,
   SGD update) of a small MLP on scikit-learn's digits, global batch 256.
 
@@ -91,20 +95,20 @@ def bench_grads(tf, strategy, shapes, warmup, iters) -> float:
         r = ctx.replica_id_in_sync_group
         return [tf.constant(b * (r + 1)) for b in base]
 
-    pairs_src = strategy.experimental_distribute_values_from_function(value_fn)
+    values = strategy.experimental_distribute_values_from_function(value_fn)
 
     @tf.function
-    def step(values):
+    def step():
         pairs = [(v, v) for v in values]
         reduced = strategy.extended.batch_reduce_to(tf.distribute.ReduceOp.SUM, pairs)
         # Consume every result on every device so nothing is pruned.
         return tf.add_n([tf.reshape(x, [-1])[0] for r in reduced for x in r.values])
 
-    out = step(pairs_src)
+    out = step()
     want = sum(float(b.reshape(-1)[0]) * 10 for b in base) * NUM_DEVICES
     if abs(float(out) - want) > 1e-3 * max(1.0, abs(want)):
         raise AssertionError(f"wrong all-reduce result {float(out)} != {want}")
-    return timed(lambda: step(pairs_src).numpy(), warmup, iters)
+    return timed(lambda: step().numpy(), warmup, iters)
 
 
 def bench_train(tf, strategy, warmup, iters) -> float:
@@ -193,12 +197,18 @@ def main(argv: list[str] | None = None) -> int:
 
     grad_bytes = n_values * 4
     lim = _limits.memcpy_gbs(grad_bytes)
-    # Combining D replicas reads D copies and writes one: (D + 1) x the bytes through memory.
-    floor_ms = (NUM_DEVICES + 1) * grad_bytes / (lim * 1e9) * 1e3
+    # A memcpy moves each byte through memory twice (read, write); combining D replicas
+    # reads D copies and writes one: (D + 1) / 2 memcpys' worth of traffic.
+    floor_ms = (NUM_DEVICES + 1) / 2 * grad_bytes / (lim * 1e9) * 1e3
+    at = (
+        f"; pytfcomm.RingAllReduce takes {ref['resnet50-grads'] * 1e3 / floor_ms:.2f}x that"
+        if ref
+        else ""
+    )
     print(
         f"\n# limit (this machine, same run): one core's memcpy of {grad_bytes >> 20} MiB at "
-        f"{lim:.2f} GB/s; reading {NUM_DEVICES} replicas and writing one result at that speed "
-        f"takes {floor_ms:.1f} ms"
+        f"{lim:.2f} GB/s; reading {NUM_DEVICES} replicas and writing one result at that "
+        f"memory traffic rate takes {floor_ms:.1f} ms{at}"
     )
     if args.json:
         with open(args.json, "w") as f:

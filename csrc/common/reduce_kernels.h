@@ -14,7 +14,6 @@
 #error "define PTC_REDUCE_NS and PTC_REDUCE_VEC_BYTES before including reduce_kernels.h"
 #endif
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -358,7 +357,7 @@ struct KernelSet {
       alignas(64) T tmp[kBlock];
       const void* s[3];
       for (size_t i = 0; i < n; i += kBlock) {
-        const size_t len = std::min(kBlock, n - i);
+        const size_t len = n - i < kBlock ? n - i : kBlock;
         for (size_t r = 1; r < m; ++r) s[r - 1] = static_cast<const T*>(srcs[r]) + i;
         fold_last<T>(tmp, acc + i, s, m - 1, g, len);
         stream_copy(d + i, tmp, len * sizeof(T));
@@ -367,7 +366,8 @@ struct KernelSet {
       return;
     }
     for (size_t r = 1; r < m;) {
-      const size_t k = std::min<size_t>(3, m - r);
+      // No std::min here: a shared template instance (reduce_avx2.cc explains why).
+      const size_t k = m - r < 3 ? m - r : 3;
       const void* const* s = srcs + r;
       r += k;
       if (r == m) {

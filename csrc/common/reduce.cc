@@ -91,8 +91,7 @@ void reduce_many(void* dst, const void* const* srcs, size_t m, size_t n, DType d
     if (dst != srcs[0]) std::memcpy(dst, srcs[0], n * dtype_size(dtype));
     return;
   }
-  reduce_internal::active_kernels().reduce_many(dst, srcs, m, n, dtype, op, mean_divisor,
-                                                  stream);
+  reduce_internal::active_kernels().reduce_many(dst, srcs, m, n, dtype, op, mean_divisor, stream);
 }
 
 void divide(void* dst, const void* src, size_t n, DType dtype, int64_t divisor) {

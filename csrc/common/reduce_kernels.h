@@ -388,8 +388,8 @@ struct KernelSet {
   static void reduce_many(void* dst, const void* const* srcs, size_t m, size_t n, DType dtype,
                           ReduceOp op, int64_t divisor, bool stream) {
     const bool sum = op == ReduceOp::kSum || op == ReduceOp::kMean;
-    const bool fused = sum && dtype != DType::kBool && dtype != DType::kFloat16 &&
-                       dtype != DType::kBFloat16;
+    const bool fused =
+        sum && dtype != DType::kBool && dtype != DType::kFloat16 && dtype != DType::kBFloat16;
     if (!fused) {
       const void* acc = srcs[0];
       for (size_t r = 1; r < m; ++r) {

@@ -258,8 +258,8 @@ TEST(Reduce, EdgeCases) {
 // and without the mean's division; the AVX2 set against the generic one, also under FTZ/DAZ.
 TEST(Reduce, ManySourcesMatchThePairwiseChain) {
   std::mt19937_64 rng(2);
-  auto chain = [](const Kernels& k, void* d, const std::vector<const void*>& s, size_t n,
-                  DType t, ReduceOp op, int64_t dv) {
+  auto chain = [](const Kernels& k, void* d, const std::vector<const void*>& s, size_t n, DType t,
+                  ReduceOp op, int64_t dv) {
     const void* acc = s[0];
     for (size_t r = 1; r < s.size(); ++r) {
       if (dv > 0 && r + 1 == s.size()) {
@@ -408,8 +408,8 @@ TEST(Reduce, Throughput) {
         }
       }
       const std::chrono::duration<double> s = std::chrono::steady_clock::now() - t0;
-      std::printf("[ reduce   ] %-7s float32 sum of 4 x 64 MiB, %s: %.1f GB/s of output\n",
-                  k->name, fused ? "fused, streamed" : "chain", 5 * n * 4 / s.count() / 1e9);
+      std::printf("[ reduce   ] %-7s float32 sum of 4 x 64 MiB, %s: %.1f GB/s of output\n", k->name,
+                  fused ? "fused, streamed" : "chain", 5 * n * 4 / s.count() / 1e9);
     }
   }
 }

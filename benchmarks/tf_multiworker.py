@@ -20,6 +20,8 @@ What is timed (median of ``--iters`` after warm-up, every result checked):
   a ``tf.function`` call (Python dispatch, executor start and completion) per all-reduce;
 * ``reduce-16MiB-numpy`` (``pytfcomm-horovod`` only): the same all-reduce from NumPy
   (``comm.allreduce(x, out=y)``) on the same communicator, the yardstick of both;
+  the three 16 MiB measurements are interleaved (one call of each per iteration), so
+  their ratios compare the same minutes of the machine;
 * ``resnet50-grads``: the SUM all-reduce of a ResNet-50-shaped gradient set (161
   float32 tensors, 25.6M values) inside ``strategy.run`` (``ReplicaContext.all_reduce``
   of the list, the path ``apply_gradients`` takes); Horovod-style:
@@ -88,6 +90,23 @@ def _step_clock(keras: Any) -> Any:  # a class made where keras is imported
     return StepClock()
 
 
+def interleaved(
+    fns: dict[str, Any], warmup: int, iters: int, per_call: dict[str, int]
+) -> dict[str, float]:
+    """Median seconds of each function, calling them in turn once per iteration
+    (divided by ``per_call[name]`` where one call holds several operations)."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(iters):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) / per_call.get(name, 1))
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
 def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) -> dict:
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     if backend != "pytfcomm-horovod":
@@ -145,8 +164,6 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
         r = reduce16(x)
         return r[0] + r[-1]
 
-    out["reduce-16MiB"] = timed(lambda: reduce16_done(t).numpy(), warm, iters)
-
     # reduce-16MiB-graph: CHAIN of them in one call, one after another
     @tf.function
     def reduce16_chain(x):
@@ -160,7 +177,11 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
 
     got = float(reduce16_chain(t))
     assert got == CHAIN * size * (size + 1), got
-    out["reduce-16MiB-graph"] = timed(lambda: reduce16_chain(t).numpy(), 1, iters) / CHAIN
+    fns = {
+        "reduce-16MiB": lambda: reduce16_done(t).numpy(),
+        "reduce-16MiB-graph": lambda: reduce16_chain(t).numpy(),
+    }
+    per_call = {"reduce-16MiB-graph": CHAIN}
 
     # reduce-16MiB-numpy: the core from NumPy, same communicator
     out["reduce-16MiB-numpy"] = "-"
@@ -169,7 +190,10 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
         yn = np.empty_like(xn)
         comm.allreduce(xn, op="sum", out=yn)
         assert np.all(yn == size * (size + 1) / 2), yn[:3]
-        out["reduce-16MiB-numpy"] = timed(lambda: comm.allreduce(xn, op="sum", out=yn), warm, iters)
+        fns["reduce-16MiB-numpy"] = lambda: comm.allreduce(xn, op="sum", out=yn)
+    # Interleaved, one call of each per iteration: the TF/NumPy ratio then
+    # compares the same minutes of a shared, drifting machine.
+    out.update(interleaved(fns, warm, iters, per_call))
 
     # resnet50-grads
     shapes = resnet50_shapes()

@@ -55,3 +55,26 @@ def test_tf_against_numpy_on_the_horovod_path(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "call per all-reduce 1.30x; per all-reduce inside one tf.function 1.05x" in out
     assert "1.20 / 1.25 / 1.30 (2); per all-reduce inside one tf.function 1.00 / 1.02 / 1.05" in out
+
+
+def test_interleaved_timing_alternates_and_divides_per_operation(monkeypatch) -> None:
+    # A fake clock: each call advances it by its own cost, so the medians are exact.
+    now = [0.0]
+    monkeypatch.setattr(tm.time, "perf_counter", lambda: now[0])
+    calls: list[str] = []
+
+    def fn(name: str, cost: float):
+        def call() -> None:
+            calls.append(name)
+            now[0] += cost
+
+        return call
+
+    got = tm.interleaved(
+        {"tf": fn("tf", 3.0), "chain": fn("chain", 16.0), "numpy": fn("numpy", 2.0)},
+        warmup=1,
+        iters=3,
+        per_call={"chain": 8},
+    )
+    assert calls == ["tf", "chain", "numpy"] * 4  # one of each per iteration, in turn
+    assert got == {"tf": 3.0, "chain": 2.0, "numpy": 2.0}

@@ -1,8 +1,8 @@
 // In-process combine of N local replicas (one per device) of the same
 // arrays: the local half of every TensorFlow collective. Work is cut into
-// chunks spread over the local pool; each chunk reads its N
-// inputs once, side by side, and writes its part of `out` once (sums; other
-// ops chain pairwise through the cached output chunk). Order is fixed (replica 0, 1,
+// chunks spread over the local pool; each chunk reads its N inputs once,
+// side by side, and writes its part of `out` once (sums; other ops chain
+// pairwise through the cached output chunk). Order is fixed (replica 0, 1,
 // ..., N-1) and every chunk is computed once, so the bytes are identical no
 // matter how chunks are scheduled, and every replica can share them.
 #pragma once

@@ -74,15 +74,27 @@ def implementations(tf, pytfcomm):
     }
 
 
-def timed(fn, warmup: int, iters: int) -> float:
+def interleaved(
+    fns: dict, warmup: int, iters: int, per_call: dict[str, int] | None = None
+) -> dict[str, float]:
+    """Median seconds of each function, calling them in turn once per iteration
+    (divided by ``per_call[name]`` where one call holds several operations)."""
+    per_call = per_call or {}
     for _ in range(warmup):
-        fn()
-    times = []
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) / per_call.get(name, 1))
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def timed(fn, warmup: int, iters: int) -> float:
+    """Median seconds of one function over ``iters`` calls after ``warmup``."""
+    return interleaved({"": fn}, warmup, iters)[""]
 
 
 def bench_grads(tf, strategy, shapes, warmup, iters) -> float:

@@ -51,6 +51,7 @@ from typing import Any
 
 from benchmarks._launch import free_ports
 from benchmarks._registry import worker_pythonpath
+from benchmarks.tf_local import interleaved
 
 BACKENDS = ("pytfcomm-mwms", "tf-mwms-ring", "pytfcomm-horovod")
 LOCAL_BATCH = 128
@@ -88,23 +89,6 @@ def _step_clock(keras: Any) -> Any:  # a class made where keras is imported
                 self.steps += 1
 
     return StepClock()
-
-
-def interleaved(
-    fns: dict[str, Any], warmup: int, iters: int, per_call: dict[str, int]
-) -> dict[str, float]:
-    """Median seconds of each function, calling them in turn once per iteration
-    (divided by ``per_call[name]`` where one call holds several operations)."""
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(iters):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append((time.perf_counter() - t0) / per_call.get(name, 1))
-    return {name: statistics.median(v) for name, v in times.items()}
 
 
 def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) -> dict:

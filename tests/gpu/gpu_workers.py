@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import threading
 import time
 from typing import Any
@@ -328,3 +329,70 @@ def lost_rank(rank: int, size: int, addr: str, timeout: float, join: bool) -> di
         except pytfcomm.CommError as e:
             return {"outcome": f"{type(e).__name__}: {e}", "took": time.monotonic() - t0}
         return {"outcome": "no error", "took": time.monotonic() - t0}
+
+
+def _full(count: int, value: int, dtype: str) -> Any:
+    """A CUDA tensor of ``count`` elements equal to ``value``, made on the GPU (no host copy)."""
+    if _lib() == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(_DEVICE):
+            return cupy.full(count, value, dtype=dtype)
+    import torch
+
+    return torch.full((count,), value, dtype=getattr(torch, dtype), device=f"cuda:{_DEVICE}")
+
+
+def _count_not_equal(t: Any, value: int) -> int:
+    """How many elements of a CUDA tensor differ from ``value``, counted on the GPU."""
+    return int((t != value).sum())
+
+
+def huge_allreduce(rank: int, size: int, addr: str, count: int) -> dict:
+    """A uint8 sum all-reduce of ``count`` bytes (past 2**31: element counts that do
+    not fit an int32), result allocated by pytfcomm and in place; every element is
+    checked on the GPU. Real GPUs only (CuPy or PyTorch)."""
+    setup(rank)
+    want = size * (size + 1) // 2
+    with pytfcomm.init(rank=rank, size=size, addr=addr, timeout=300) as comm:
+        x = _full(count, rank + 1, "uint8")
+        t0 = time.monotonic()
+        y = comm.allreduce(x)
+        took = time.monotonic() - t0
+        wrong = _count_not_equal(y, want)
+        del y
+        comm.allreduce(x, out=x)
+        wrong_in_place = _count_not_equal(x, want)
+        backend = comm._gpu.last_backend()
+    return {"wrong": wrong, "wrong_in_place": wrong_in_place, "seconds": took, "backend": backend}
+
+
+def killed_in_stream(rank: int, size: int, addr: str, timeout: float) -> dict:
+    """Back-to-back 64 MiB all-reduces; the last rank SIGKILLs itself 1.5 s in, at
+    whatever point of a collective it is (on a GPU mostly inside NCCL or the copy).
+    Survivors return how many results were right and wrong (every 4th checked),
+    the error and the seconds the failing call took; they must not hang."""
+    setup(rank)
+    count = 16 << 20
+    want = float(size * (size + 1) // 2)
+    with pytfcomm.init(rank=rank, size=size, addr=addr, timeout=timeout) as comm:
+        x = to_gpu(np.full(count, rank + 1, np.float32))
+        out = empty((count,), np.dtype(np.float32))
+        comm.allreduce(x, out=out)  # set up
+        if rank == size - 1:
+            threading.Timer(1.5, os.kill, args=(os.getpid(), signal.SIGKILL)).start()
+        res: dict = {"right": 0, "wrong": 0, "outcome": "no error", "took": 0.0}
+        end = time.monotonic() + 60
+        i = 0
+        while time.monotonic() < end:
+            t0 = time.monotonic()
+            try:
+                comm.allreduce(x, out=out)
+            except pytfcomm.CommError as e:
+                res.update(outcome=f"{type(e).__name__}: {e}", took=time.monotonic() - t0)
+                break
+            i += 1
+            if rank != size - 1 and i % 4 == 0:
+                ok = bool((to_cpu(out) == want).all())
+                res["right" if ok else "wrong"] += 1
+        return res

@@ -1,15 +1,27 @@
-"""pytfcomm's NCCL path against plain NCCL (torch.distributed "nccl") on GPU tensors.
+"""pytfcomm on GPU tensors against the plain alternatives, in one run.
 
-    python benchmarks/nccl.py --np 2 --sizes 1M,64M
+    python benchmarks/nccl.py --np 2 --sizes 4K,1M,64M,1G
 
 Starts --np processes on this machine, each on GPU (rank % GPUs); with fewer
 GPUs than ranks NCCL >= 2.30 needs NCCL_MULTI_RANK_GPU_ENABLE=1 (set here).
-Both sides all-reduce the same float32 CUDA tensor in place; each iteration is
-timed to completion (pytfcomm's call returns once the result is in place; the
-torch side is followed by torch.cuda.synchronize()). Median of --iters after
---warmup; every result is checked. The target: pytfcomm's overhead over plain
-NCCL under 5% at 64 MiB. Needs a GPU, PyTorch with CUDA and a CUDA build of
-pytfcomm; it says which is missing otherwise.
+Every rank all-reduces the same float32 CUDA tensor (sum) in place, four ways:
+
+- ``torch NCCL``: plain NCCL through torch.distributed, then
+  torch.cuda.synchronize();
+- ``pytfcomm NCCL``: ``comm.allreduce(x, out=x)`` on a communicator whose GPU
+  transport is NCCL (it returns once the result is in place);
+- ``pytfcomm staged``: the same call on a communicator with
+  ``transport="shm"``: pipelined copies through pinned host memory around the
+  CPU all-reduce;
+- ``copy + CPU``: the plain way without NCCL: the whole tensor copied to a
+  pinned host buffer, pytfcomm's CPU all-reduce on it (NumPy), copied back.
+
+Each iteration starts after a barrier and a device synchronisation and is timed
+to completion; the median of --iters (a quarter of that, at least 3, above
+64 MiB) after --warmup. Every result is checked. Targets (issue 17):
+pytfcomm's NCCL overhead over plain NCCL under 5% at 64 MiB and above; the
+staged path faster than ``copy + CPU``. Needs a GPU, PyTorch with CUDA and a
+CUDA build of pytfcomm; it says which is missing otherwise.
 """
 
 from __future__ import annotations
@@ -21,11 +33,21 @@ import socket
 import statistics
 import sys
 import time
+from collections.abc import Callable
+
+WAYS = ("torch NCCL", "pytfcomm NCCL", "pytfcomm staged", "copy + CPU")
 
 
 def _parse_size(s: str) -> int:
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(s[:-1]) * units[s[-1].upper()] if s[-1].upper() in units else int(s)
+
+
+def _label(nbytes: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes} B"
 
 
 def _free_port() -> int:
@@ -34,7 +56,58 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank(rank: int, size: int, ports: tuple[int, int], sizes: list[int], args: dict, q) -> None:
+def _one_size(nbytes: int, rank: int, size: int, nccl, staged, args: dict) -> tuple:
+    """The median seconds of each way at one size, and the GPU backend each
+    pytfcomm communicator used."""
+    import torch
+    import torch.distributed as dist
+
+    n = nbytes // 4
+    want = float(size * (size + 1) // 2)
+    x = torch.empty((n,), device="cuda")
+    host = torch.empty((n,), pin_memory=True)
+    host_np = host.numpy()
+
+    def torch_once() -> None:
+        dist.all_reduce(x)
+        torch.cuda.synchronize()
+
+    def copy_cpu_once() -> None:
+        host.copy_(x)
+        staged.allreduce(host_np, out=host_np)
+        x.copy_(host)
+        torch.cuda.synchronize()
+
+    ways: dict[str, Callable[[], None]] = {
+        "torch NCCL": torch_once,
+        "pytfcomm NCCL": lambda: nccl.allreduce(x, out=x),
+        "pytfcomm staged": lambda: staged.allreduce(x, out=x),
+        "copy + CPU": copy_cpu_once,
+    }
+    iters = args["iters"] if nbytes <= 64 << 20 else max(3, args["iters"] // 4)
+    times: dict[str, float] = {}
+    for name, fn in ways.items():
+        samples = []
+        for i in range(args["warmup"] + iters):
+            x.fill_(rank + 1)
+            dist.barrier()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            took = time.perf_counter() - t0
+            if i >= args["warmup"]:
+                samples.append(took)
+            wrong = int((x != want).sum())
+            if wrong:
+                raise AssertionError(f"{name} {nbytes} B: {wrong} wrong elements")
+        times[name] = statistics.median(samples)
+    backends = {"pytfcomm NCCL": nccl._gpu.last_backend(), "pytfcomm staged": ""}
+    staged.allreduce(x, out=x)
+    backends["pytfcomm staged"] = staged._gpu.last_backend()
+    return times, backends
+
+
+def _rank(rank: int, size: int, ports: tuple[int, ...], sizes: list[int], args: dict, q) -> None:
     import torch
     import torch.distributed as dist
 
@@ -45,50 +118,73 @@ def _rank(rank: int, size: int, ports: tuple[int, int], sizes: list[int], args: 
     dist.init_process_group(
         "nccl", init_method=f"tcp://127.0.0.1:{ports[0]}", rank=rank, world_size=size
     )
-    comm = pytfcomm.init(rank=rank, size=size, addr=f"127.0.0.1:{ports[1]}")
-    rows = []
+    nccl = pytfcomm.init(rank=rank, size=size, addr=f"127.0.0.1:{ports[1]}")
+    staged = pytfcomm.init(rank=rank, size=size, addr=f"127.0.0.1:{ports[2]}", transport="shm")
     for nbytes in sizes:
-        n = nbytes // 4
-        x = torch.full((n,), float(rank + 1), device="cuda")
-        want = size * (size + 1) / 2
-
-        def torch_once(x: torch.Tensor = x) -> None:
-            x.fill_(rank + 1)
-            dist.all_reduce(x)
-            torch.cuda.synchronize()
-
-        def ptc_once(x: torch.Tensor = x) -> None:
-            x.fill_(rank + 1)
-            comm.allreduce(x, out=x)
-
-        times = {}
-        for name, fn in (("torch-nccl", torch_once), ("pytfcomm-nccl", ptc_once)):
-            for _ in range(args["warmup"]):
-                fn()
-            samples = []
-            for _ in range(args["iters"]):
-                dist.barrier()
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                fn()
-                samples.append(time.perf_counter() - t0)
-                if float(x[0]) != want or float(x[-1]) != want:
-                    raise AssertionError(f"{name}: wrong result {float(x[0])} != {want}")
-            times[name] = statistics.median(samples)
-        rows.append((nbytes, times, comm._gpu.last_backend()))
-    comm.close()
+        times, backends = _one_size(nbytes, rank, size, nccl, staged, args)
+        if rank == 0:
+            q.put((nbytes, times, backends))
+        torch.cuda.empty_cache()
+    staged.close()
+    nccl.close()
     dist.destroy_process_group()
     if rank == 0:
-        q.put(rows)
+        q.put(None)
+
+
+def _table(rows: list, np_: int, iters: int) -> str:
+    busbw = 2 * (np_ - 1) / np_ if np_ > 1 else 1.0
+    lines = [
+        f"N = {np_}, float32 sum in place, median of {iters} (above 64 MiB "
+        f"{max(3, iters // 4)}), microseconds; busbw GB/s = size x 2(N-1)/N / time",
+        "",
+        "| size | torch NCCL | pytfcomm NCCL | NCCL overhead | busbw torch | busbw pytfcomm "
+        "| pytfcomm staged | copy + CPU | staged speedup |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for nbytes, t, _ in rows:
+        tt, tp, ts, tc = (t[w] for w in WAYS)
+        lines.append(
+            f"| {_label(nbytes)} | {tt * 1e6:.0f} | {tp * 1e6:.0f} | {(tp / tt - 1) * 100:+.1f}% "
+            f"| {nbytes / tt * busbw / 1e9:.1f} | {nbytes / tp * busbw / 1e9:.1f} "
+            f"| {ts * 1e6:.0f} | {tc * 1e6:.0f} | {tc / ts:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def _wait_for_rows(q, procs: list, deadline: float, rows: list) -> None:
+    """Rank 0's rows into ``rows``, each printed as it comes (a run cut short keeps
+    what it measured); raises as soon as a rank dies first or the deadline passes."""
+    import queue
+
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            row = q.get(timeout=1.0)
+            if row is None:
+                return
+            rows.append(row)
+            nbytes, t, _ = row
+            print(f"{_label(nbytes)}: " + ", ".join(f"{w} {t[w] * 1e6:.0f} us" for w in WAYS))
+            sys.stdout.flush()
+            continue
+        except queue.Empty:
+            pass
+        dead = [r for r, pr in enumerate(procs) if pr.exitcode not in (None, 0)]
+        if dead:
+            codes = [procs[r].exitcode for r in dead]
+            raise RuntimeError(f"rank(s) {dead} exited with {codes} before the table")
+    raise TimeoutError(f"no table after {deadline:.0f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison and print one table; returns the process exit code."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--np", type=int, default=2)
-    p.add_argument("--sizes", default="1M,16M,64M")
+    p.add_argument("--sizes", default="4K,64K,1M,16M,64M,256M,1G")
     p.add_argument("--iters", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--deadline", type=float, default=1200, help="seconds for the whole run")
     a = p.parse_args(argv)
     try:
         import torch
@@ -99,37 +195,42 @@ def main(argv: list[str] | None = None) -> int:
         print("no GPU visible to PyTorch", file=sys.stderr)
         return 2
     import pytfcomm._core as core
+    from pytfcomm._dlpack import nccl_candidates
 
-    if not core.gpu_info().get("cuda_build"):
+    if not core.gpu_info(nccl_candidates()).get("cuda_build"):
         print(
             "pytfcomm was built without CUDA: PYTFCOMM_WITH_CUDA=ON pip install .", file=sys.stderr
         )
         return 2
     os.environ.setdefault("NCCL_MULTI_RANK_GPU_ENABLE", "1")
-    os.environ["PYTFCOMM_GPU_TRANSPORT"] = "nccl"
+    os.environ.pop("PYTFCOMM_GPU_TRANSPORT", None)  # NCCL by default, staged on the shm comm
     sizes = [_parse_size(s) for s in a.sizes.split(",")]
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    ports = (_free_port(), _free_port())
+    ports = (_free_port(), _free_port(), _free_port())
     args = {"iters": a.iters, "warmup": a.warmup}
     procs = [ctx.Process(target=_rank, args=(r, a.np, ports, sizes, args, q)) for r in range(a.np)]
     for pr in procs:
         pr.start()
-    rows = q.get(timeout=1800)
+    rows: list = []
+    try:
+        _wait_for_rows(q, procs, a.deadline, rows)
+    except (RuntimeError, TimeoutError) as e:
+        for pr in procs:
+            pr.kill()
+        print(_table(rows, a.np, a.iters))
+        print(f"cut short: {e}", file=sys.stderr)
+        return 1
     for pr in procs:
         pr.join(timeout=60)
-    busbw = 2 * (a.np - 1) / a.np
-    print(f"N = {a.np}, float32 sum, median of {a.iters} (us); busbw in GB/s")
-    print("| size | torch NCCL | pytfcomm NCCL | busbw torch | busbw pytfcomm | overhead |")
-    print("|---|---|---|---|---|---|")
-    for nbytes, t, backend in rows:
-        tt, tp = t["torch-nccl"], t["pytfcomm-nccl"]
-        assert backend == "nccl", backend
-        print(
-            f"| {nbytes >> 20} MiB | {tt * 1e6:.0f} | {tp * 1e6:.0f} | "
-            f"{nbytes / tt * busbw / 1e9:.1f} | {nbytes / tp * busbw / 1e9:.1f} | "
-            f"{(tp / tt - 1) * 100:+.1f}% |"
-        )
+        if pr.is_alive():
+            pr.kill()
+    for _, _, backends in rows:
+        want = {"pytfcomm NCCL": "nccl", "pytfcomm staged": "staged"}
+        if backends != want:
+            print(f"unexpected GPU backends {backends}, want {want}", file=sys.stderr)
+            return 1
+    print(_table(rows, a.np, a.iters))
     return 0 if all(p.exitcode == 0 for p in procs) else 1
 
 

@@ -30,6 +30,13 @@ import subprocess
 import sys
 import time
 
+try:
+    from benchmarks._gpu import free_port, why_no_gpu
+    from benchmarks._units import fmt_bytes, parse_sizes
+except ModuleNotFoundError:  # run as a file: this directory is on sys.path
+    from _gpu import free_port, why_no_gpu
+    from _units import fmt_bytes, parse_sizes
+
 WAYS = [
     ("torch add + sync", {}),
     ("torch NCCL", {}),
@@ -95,14 +102,6 @@ def _raw_nccl(blocking: bool):
     return once
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _child(way: str, nbytes: int, iters: int) -> float:
     import torch
 
@@ -117,7 +116,7 @@ def _child(way: str, nbytes: int, iters: int) -> float:
         import torch.distributed as dist
 
         dist.init_process_group(
-            "nccl", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1
+            "nccl", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1
         )
 
         def once(x=x) -> None:
@@ -128,7 +127,7 @@ def _child(way: str, nbytes: int, iters: int) -> float:
     else:
         import pytfcomm
 
-        comm = pytfcomm.init(rank=0, size=1, addr=f"127.0.0.1:{_free_port()}")
+        comm = pytfcomm.init(rank=0, size=1, addr=f"127.0.0.1:{free_port()}")
 
         def once(x=x) -> None:
             comm.allreduce(x, out=x)
@@ -155,17 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.child:
         print(json.dumps(_child(a.child[0], int(a.child[1]), int(a.child[2]))))
         return 0
-    try:
-        import torch
-    except ImportError:
-        print("needs PyTorch with CUDA: pip install torch", file=sys.stderr)
+    why = why_no_gpu()
+    if why:
+        print(why, file=sys.stderr)
         return 2
-    if not torch.cuda.is_available():
-        print("no GPU visible to PyTorch", file=sys.stderr)
-        return 2
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    sizes = [int(s[:-1]) * units[s[-1]] for s in a.sizes.split(",")]
-    print("| way | " + " | ".join(f"{s >> 10} KiB (us)" for s in sizes) + " |")
+    sizes = parse_sizes(a.sizes)
+    print("| way | " + " | ".join(f"{fmt_bytes(s)} (us)" for s in sizes) + " |")
     print("|---|" + "---|" * len(sizes))
     for way, env in WAYS:
         cells = []

@@ -29,31 +29,19 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import socket
 import statistics
 import sys
 import time
 from collections.abc import Callable
 
+try:
+    from benchmarks._gpu import free_port, why_no_gpu
+    from benchmarks._units import fmt_bytes, parse_sizes
+except ModuleNotFoundError:  # run as a file: this directory is on sys.path
+    from _gpu import free_port, why_no_gpu
+    from _units import fmt_bytes, parse_sizes
+
 WAYS = ("torch NCCL", "pytfcomm NCCL", "pytfcomm staged", "copy + CPU")
-
-
-def _parse_size(s: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * units[s[-1].upper()] if s[-1].upper() in units else int(s)
-
-
-def _label(nbytes: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
-            return f"{nbytes >> shift} {unit}"
-    return f"{nbytes} B"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _one_size(nbytes: int, rank: int, size: int, nccl, staged, args: dict) -> tuple:
@@ -145,7 +133,8 @@ def _table(rows: list, np_: int, iters: int) -> str:
     for nbytes, t, _ in rows:
         tt, tp, ts, tc = (t[w] for w in WAYS)
         lines.append(
-            f"| {_label(nbytes)} | {tt * 1e6:.0f} | {tp * 1e6:.0f} | {(tp / tt - 1) * 100:+.1f}% "
+            f"| {fmt_bytes(nbytes)} | {tt * 1e6:.0f} | {tp * 1e6:.0f} "
+            f"| {(tp / tt - 1) * 100:+.1f}% "
             f"| {nbytes / tt * busbw / 1e9:.1f} | {nbytes / tp * busbw / 1e9:.1f} "
             f"| {ts * 1e6:.0f} | {tc * 1e6:.0f} | {tc / ts:.2f}x |"
         )
@@ -165,7 +154,7 @@ def _wait_for_rows(q, procs: list, deadline: float, rows: list) -> None:
                 return
             rows.append(row)
             nbytes, t, _ = row
-            print(f"{_label(nbytes)}: " + ", ".join(f"{w} {t[w] * 1e6:.0f} us" for w in WAYS))
+            print(f"{fmt_bytes(nbytes)}: " + ", ".join(f"{w} {t[w] * 1e6:.0f} us" for w in WAYS))
             sys.stdout.flush()
             continue
         except queue.Empty:
@@ -186,28 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--deadline", type=float, default=1200, help="seconds for the whole run")
     a = p.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("needs PyTorch with CUDA: pip install torch", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("no GPU visible to PyTorch", file=sys.stderr)
-        return 2
-    import pytfcomm._core as core
-    from pytfcomm._dlpack import nccl_candidates
-
-    if not core.gpu_info(nccl_candidates()).get("cuda_build"):
-        print(
-            "pytfcomm was built without CUDA: PYTFCOMM_WITH_CUDA=ON pip install .", file=sys.stderr
-        )
+    why = why_no_gpu()
+    if why:
+        print(why, file=sys.stderr)
         return 2
     os.environ.setdefault("NCCL_MULTI_RANK_GPU_ENABLE", "1")
     os.environ.pop("PYTFCOMM_GPU_TRANSPORT", None)  # NCCL by default, staged on the shm comm
-    sizes = [_parse_size(s) for s in a.sizes.split(",")]
+    sizes = parse_sizes(a.sizes)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    ports = (_free_port(), _free_port(), _free_port())
+    ports = (free_port(), free_port(), free_port())
     args = {"iters": a.iters, "warmup": a.warmup}
     procs = [ctx.Process(target=_rank, args=(r, a.np, ports, sizes, args, q)) for r in range(a.np)]
     for pr in procs:

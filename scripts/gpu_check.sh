@@ -98,7 +98,7 @@ build_from_source() {  # $1: target directory
     --config-settings=build-dir="$WORK/build" "${args[@]}" "$ROOT"
 }
 
-info() { (cd "$WORK" && PYTHONPATH=$1 "$PY" -m pytfcomm info); }
+info() { (cd "$WORK" && PYTHONPATH=$1 "$PY" -X faulthandler -m pytfcomm info); }
 
 export PY WHEEL WORK ROOT
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN} PYTHONUNBUFFERED=1
@@ -127,21 +127,22 @@ fi
 
 SIZES=4K,64K,1M,16M,64M,256M,1G
 [[ $QUICK == 1 ]] && SIZES=4K,1M,64M
-BENCH_LIMIT=${BENCH_LIMIT:-300}
-(cd "$WORK" && stage bench "$BENCH_LIMIT" "$PY" "$ROOT/benchmarks/nccl.py" --np "$NP" \
-  --sizes "$SIZES" --deadline $((BENCH_LIMIT - 20)))
-case $? in
-  0) ;;
-  2) say "bench: could not run here ($(tail -1 "$OUT/bench.log"))" ;;
-  *) FAILED=1 ;;
-esac
+# benchmark NAME SECONDS SCRIPT ARGS...: exit 2 is "cannot run here" (no GPU, no
+# PyTorch), said and not a failure; a row that failed prints "failed:".
+benchmark() {
+  local name=$1 limit=$2 script=$3
+  shift 3
+  (cd "$WORK" && stage "$name" "$limit" "$PY" "$ROOT/benchmarks/$script" "$@")
+  case $? in
+    0) grep -q "failed:" "$OUT/$name.log" && FAILED=1 ;;
+    2) say "$name: could not run here ($(tail -1 "$OUT/$name.log"))" ;;
+    *) FAILED=1 ;;
+  esac
+}
 
-(cd "$WORK" && stage overhead "${OVERHEAD_LIMIT:-180}" "$PY" "$ROOT/benchmarks/gpu_overhead.py")
-case $? in
-  0) grep -q "failed:" "$OUT/overhead.log" && FAILED=1 ;;
-  2) say "overhead: could not run here ($(tail -1 "$OUT/overhead.log"))" ;;
-  *) FAILED=1 ;;
-esac
+BENCH_LIMIT=${BENCH_LIMIT:-300}
+benchmark bench "$BENCH_LIMIT" nccl.py --np "$NP" --sizes "$SIZES" --deadline $((BENCH_LIMIT - 20))
+benchmark overhead "${OVERHEAD_LIMIT:-180}" gpu_overhead.py
 
 SRC_PID=""
 if [[ -n $WHEEL && $SOURCE_BUILD == 1 ]]; then
@@ -150,7 +151,7 @@ if [[ -n $WHEEL && $SOURCE_BUILD == 1 ]]; then
     c++ --version 2>&1 | head -1 >"$log"
     nice -n 19 timeout -k 10 "${TEST_LIMIT:-900}" bash -c 'build_from_source "$1"' _ \
       "$WORK/src-site" >>"$log" 2>&1 && echo "--- info of the source build" >>"$log" &&
-      (cd "$WORK" && PYTHONPATH=$WORK/src-site "$PY" -X faulthandler -m pytfcomm info) >>"$log" 2>&1
+      info "$WORK/src-site" >>"$log" 2>&1
     rc=$?
     echo "--- libraries the source build needs" >>"$log"
     readelf -d "$WORK"/src-site/pytfcomm/*.so 2>&1 | grep -E "NEEDED|^File" >>"$log"

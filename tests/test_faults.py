@@ -3,7 +3,8 @@ rank is detected by every survivor, in time, every time, and every survivor
 names it with its address (issue 6).
 
 Each case runs several times (3 and 4 ranks, victims in different ring
-positions) over TCP, over shared memory and over striped TCP (several
+positions) over TCP, over shared memory (through the rings, and with large pieces
+read from the sender's memory) and over striped TCP (several
 connections per pair); the detection times measured here are the ones
 reported in docs/reliability.md.
 """
@@ -39,6 +40,10 @@ def _run_until_survivors_finish(
     """Like run_ranks, but a stopped victim is killed as soon as the survivors are done."""
     env = {"PYTFCOMM_TRANSPORT": transport}
     per_rank_env = None
+    if transport == "shm-byref":
+        # The 1 MiB all-reduces' pieces lent by reference: the victim's memory is
+        # being read (process_vm_readv) when it dies, stops or leaves.
+        env = {"PYTFCOMM_TRANSPORT": "shm", "PYTFCOMM_SHM_BYREF_BYTES": "65536"}
     if transport == "striped":
         # Every rank on its own (simulated) host: 3 TCP connections per pair,
         # bytes dealt across them in 64 KiB stripes (docs/transports.md).
@@ -60,7 +65,7 @@ def _run_until_survivors_finish(
     return [outcomes[r] for r in range(n)]
 
 
-@pytest.mark.parametrize("transport", ["tcp", "shm", "striped"])
+@pytest.mark.parametrize("transport", ["tcp", "shm", "shm-byref", "striped"])
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_every_survivor_names_the_lost_rank(kind: str, transport: str) -> None:
     allowed, limit = CASES[kind]

@@ -43,6 +43,9 @@ class ReleasingStream {
   virtual ~ReleasingStream() = default;
   virtual uint64_t release_ticket() const = 0;
   virtual uint64_t released() = 0;
+  // The size in bytes of the collective the following writes belong to: the
+  // stream may lend large collectives' memory instead of copying it.
+  virtual void set_collective_bytes(uint64_t bytes) noexcept = 0;
 };
 
 // Last words beside the data (shared memory): a fixed place for the reason

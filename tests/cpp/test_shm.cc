@@ -112,23 +112,35 @@ TEST(ShmStream, DeadPeerReadsAsEofOnceDrained) {
   EXPECT_EQ(errno, EPIPE);
 }
 
-TEST(ShmStream, LargePayloadsTravelByReferenceAndAreReleasedWhenRead) {
+// Two streams of this process that may read each other's memory: collectives
+// of 1 KiB per rank or more (of 2 ranks) lend their large pieces.
+struct RefLoop {
   Loop l;
-  shm::ByReference self{::getpid(), 1024};  // this process reads its own memory
-  auto m = l.seg.mapping();
-  auto ring = [&](size_t i) {
-    char* ctl = m->base() + shm::ring_offset(i, 4096);
-    return RingView{m, reinterpret_cast<shm::RingCtl*>(ctl), ctl + shm::kRingCtlBytes, 4096};
-  };
-  shm::Doorbell bell(m->header());
-  int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-  shm::ShmStream a(ring(1), ring(0), bell, net::Fd(sv[0]), self);
-  shm::ShmStream b(ring(0), ring(1), bell, net::Fd(sv[1]), self);
+  std::unique_ptr<shm::ShmStream> a, b;
+  RefLoop() {
+    shm::ByReference self{::getpid(), 1024, 2};  // this process reads its own memory
+    auto m = l.seg.mapping();
+    auto ring = [&](size_t i) {
+      char* ctl = m->base() + shm::ring_offset(i, 4096);
+      return RingView{m, reinterpret_cast<shm::RingCtl*>(ctl), ctl + shm::kRingCtlBytes, 4096};
+    };
+    shm::Doorbell bell(m->header());
+    int sv[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    a = std::make_unique<shm::ShmStream>(ring(1), ring(0), bell, net::Fd(sv[0]), self);
+    b = std::make_unique<shm::ShmStream>(ring(0), ring(1), bell, net::Fd(sv[1]), self);
+  }
+};
+
+TEST(ShmStream, LargePayloadsTravelByReferenceAndAreReleasedWhenRead) {
+  RefLoop rl;
+  shm::ShmStream& a = *rl.a;
+  shm::ShmStream& b = *rl.b;
   std::vector<uint32_t> big(100000);
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint32_t>(i * 2654435761u);
   char head[40] = "header bytes go inline";
   iovec iov[2] = {{head, sizeof(head)}, {big.data(), big.size() * 4}};
+  a.set_collective_bytes(2 * 1024);  // exactly the threshold for 2 ranks
   ASSERT_EQ(a.writev_some(iov, 2), static_cast<ssize_t>(sizeof(head) + big.size() * 4));
   EXPECT_EQ(a.release_ticket(), big.size() * 4);
   EXPECT_EQ(a.released(), 0u);
@@ -145,6 +157,28 @@ TEST(ShmStream, LargePayloadsTravelByReferenceAndAreReleasedWhenRead) {
   }
   EXPECT_EQ(got, big);
   EXPECT_EQ(a.released(), big.size() * 4);
+}
+
+TEST(ShmStream, SmallCollectivesAndSmallPiecesAreCopiedThroughTheRing) {
+  RefLoop rl;
+  std::vector<char> big(shm::kMinByReference * 2, 'b');
+  iovec iov{big.data(), big.size()};
+  // Below the threshold per rank: copied, as much as the 4 KiB ring holds.
+  rl.a->set_collective_bytes(2 * 1024 - 1);
+  EXPECT_EQ(rl.a->writev_some(&iov, 1), 4096 - 8);
+  EXPECT_EQ(rl.a->release_ticket(), 0u);
+  std::vector<char> out(4096);
+  EXPECT_EQ(rl.b->read_some(out.data(), out.size()), 4096 - 8);
+  // A large collective, but a piece under kMinByReference: copied too.
+  rl.a->set_collective_bytes(uint64_t{1} << 30);
+  iovec piece{big.data(), shm::kMinByReference - 1};
+  EXPECT_EQ(rl.a->writev_some(&piece, 1), 4096 - 8);
+  EXPECT_EQ(rl.a->release_ticket(), 0u);
+  EXPECT_EQ(rl.b->read_some(out.data(), out.size()), 4096 - 8);
+  // The same collective's piece of kMinByReference goes by reference.
+  iovec whole{big.data(), shm::kMinByReference};
+  EXPECT_EQ(rl.a->writev_some(&whole, 1), static_cast<ssize_t>(shm::kMinByReference));
+  EXPECT_EQ(rl.a->release_ticket(), shm::kMinByReference);
 }
 
 TEST(ShmStream, ImpossibleCountersAreAnErrorNotAnOverrun) {
@@ -180,6 +214,32 @@ TEST_P(TransportTest, AllreduceIsExactOnEveryRank) {
       comm.allreduce(x.data(), y.data(), count, DType::kInt64, ReduceOp::kSum, a, 0);
       for (size_t i = 0; i < count; ++i) {
         if (y[i] != static_cast<int64_t>(i) * 6) throw std::runtime_error("wrong sum");
+      }
+    }
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// Large enough per rank (5.3 MiB) for shared memory to lend its pieces by
+// reference (PYTFCOMM_SHM_BYREF_BYTES, default 2 MiB); in place as well.
+TEST_P(TransportTest, LargeAllreduceIsExactOnEveryRank) {
+  setenv("PYTFCOMM_SEGMENT_BYTES", "65536", 1);
+  const int n = 3;
+  const size_t count = size_t{1} << 21;
+  int port = free_port();
+  auto errors = testing_util::on_threads(n, [&](int r) {
+    CommOptions o = testing_util::loopback_options(r, n, port);
+    o.host_id = "one-host";
+    o.transport = GetParam();
+    Communicator comm(o);
+    std::vector<int64_t> x(count);
+    for (int rep = 0; rep < 2; ++rep) {
+      for (size_t i = 0; i < count; ++i) x[i] = static_cast<int64_t>(i) * (r + 1) + rep;
+      std::vector<int64_t> y(count, -1);
+      int64_t* out = rep == 0 ? y.data() : x.data();
+      comm.allreduce(x.data(), out, count, DType::kInt64, ReduceOp::kSum, Algorithm::kRing, 0);
+      for (size_t i = 0; i < count; ++i) {
+        if (out[i] != static_cast<int64_t>(i) * 6 + 3 * rep) throw std::runtime_error("wrong sum");
       }
     }
   });

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/dtype.h"
 #include "common/error.h"
 #include "transport/wire_check.h"
 
@@ -77,6 +78,10 @@ ssize_t Pair::write_front() {
                 sizeof(wire::FrameHeader) - send_header_done_};
   }
   if (op.done < op.nbytes) iov[n++] = {op.data + op.done, op.nbytes - op.done};
+  if (features_.releasing) {
+    const transport::MessageMeta& m = op.header.meta;
+    features_.releasing->set_collective_bytes(m.count * dtype_size(static_cast<DType>(m.dtype)));
+  }
   ssize_t w = stream_->writev_some(iov, n);
   if (w < 0) return w;
   size_t left = static_cast<size_t>(w);

@@ -215,6 +215,7 @@ LocalLinks connect_local_peers(int rank, const std::vector<net::PeerInfo>& peers
     ByReference ref;
     ref.peer_pid = i_read[i] ? static_cast<pid_t>(offers[i].pid) : 0;
     ref.send_from = peer_reads[i] ? by_ref_bytes : 0;
+    ref.ranks = n;
     links.streams[static_cast<size_t>(r)] = std::make_unique<ShmStream>(
         std::move(in), std::move(out), bell, std::move(fds[static_cast<size_t>(r)]), ref);
     links.segments[static_cast<size_t>(r)] = theirs[i];

@@ -112,7 +112,7 @@ ssize_t ShmStream::writev_some(const iovec* iov, int n) {
     if (len == 0) continue;
     if (room < 2 * kTagBytes) break;
     uint64_t k = std::min(len, kMaxRecord);
-    if (ref_.send_from > 0 && len >= ref_.send_from) {
+    if (send_by_ref_ && len >= kMinByReference) {
       uint64_t rec[2] = {k | kByReference, reinterpret_cast<uint64_t>(iov[i].iov_base)};
       copy_to_ring(out_, out_head_, rec, sizeof(rec));
       out_head_ += sizeof(rec);
@@ -135,6 +135,11 @@ ssize_t ShmStream::writev_some(const iovec* iov, int n) {
   out_.ctl->head.store(out_head_, std::memory_order_release);
   peer_bell_.ring();
   return static_cast<ssize_t>(wrote);
+}
+
+void ShmStream::set_collective_bytes(uint64_t bytes) noexcept {
+  const uint64_t ranks = static_cast<uint64_t>(std::max(ref_.ranks, 1));
+  send_by_ref_ = ref_.send_from > 0 && bytes / ranks >= ref_.send_from;
 }
 
 ssize_t ShmStream::read_some(void* data, size_t n) {

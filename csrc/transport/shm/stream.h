@@ -3,12 +3,14 @@
 // outbound one in the peer's. Each side caches the other's counter and
 // reloads it only when its cached view runs dry.
 //
-// Small pieces are copied through the ring. A large payload (>= the
-// by-reference threshold) travels as its address instead: the consumer copies
-// it straight from the producer's memory with process_vm_readv (one copy
-// instead of two) and bumps `released`; the producer's send completes only
-// then (Pair asks release_ticket()/released()). Setup enables this per
-// direction only where a probe read succeeded (ptrace permission).
+// Pieces are copied through the ring, except in large collectives (at least
+// the by-reference threshold per rank, as the Pair reports with
+// set_collective_bytes()): there a piece of kMinByReference bytes or more
+// travels as its address instead. The consumer copies it straight from the
+// producer's memory with process_vm_readv (one copy instead of two) and bumps
+// `released`; the producer's send completes only then (Pair asks
+// release_ticket()/released()). Setup enables this per direction only where
+// a probe read succeeded (ptrace permission).
 //
 // The pair's TCP connection stays open beside it, silent, as the liveness
 // signal: the kernel closes it when the peer dies, however it dies. A peer
@@ -35,9 +37,15 @@ struct RingView {
 };
 
 struct ByReference {
-  pid_t peer_pid = 0;    // where by-reference payloads we receive live
-  size_t send_from = 0;  // send payloads this large by reference; 0: never
+  pid_t peer_pid = 0;  // where by-reference payloads we receive live
+  // Collectives of this many bytes per rank or more send by reference; 0: never.
+  size_t send_from = 0;
+  int ranks = 1;  // ranks of the job, to take the per-rank share of a collective
 };
+
+// Smaller pieces always go through the ring: pinning the pages costs more
+// than the copy it saves.
+constexpr size_t kMinByReference = size_t{64} << 10;
 
 class ShmStream : public transport::ByteStream,
                   public transport::PolledStream,
@@ -64,6 +72,7 @@ class ShmStream : public transport::ByteStream,
   void on_liveness_event() noexcept override;
   uint64_t release_ticket() const override { return ref_posted_; }
   uint64_t released() override;
+  void set_collective_bytes(uint64_t bytes) noexcept override;
   bool peer_gone() const override { return peer_gone_; }
   bool leave_note(const char* text, size_t n, uint32_t flags) noexcept override;
   bool peer_note(std::string* text, uint32_t* flags) const override;
@@ -84,6 +93,7 @@ class ShmStream : public transport::ByteStream,
   uint64_t rec_pad_ = 0;                       // padding after it (inline records)
   uint64_t rec_addr_ = 0;                      // by-reference: where the rest is
   bool rec_ref_ = false;
+  bool send_by_ref_ = false;   // the collective being written is large enough
   uint64_t ref_posted_ = 0;    // bytes we sent by reference
   uint64_t ref_received_ = 0;  // bytes we copied by reference
   bool corrupt_ = false;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -193,20 +194,30 @@ TEST(ShmStream, ImpossibleCountersAreAnErrorNotAnOverrun) {
 
 using testing_util::free_port;
 
-class TransportTest : public ::testing::TestWithParam<std::string> {};
+class TransportTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  // Runs body(comm, rank) on 3 ranks as threads of one host, over the
+  // parameter's transport; every rank must finish without an exception.
+  void on_one_host(const std::function<void(Communicator&, int)>& body) {
+    const int n = 3;
+    int port = free_port();
+    auto errors = testing_util::on_threads(n, [&](int r) {
+      CommOptions o = testing_util::loopback_options(r, n, port);
+      o.host_id = "one-host";
+      o.transport = GetParam();
+      Communicator comm(o);
+      body(comm, r);
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  }
+};
 
 // Pipelined ring and recursive doubling with small segments over a small
 // ring, so that the rings wrap and fill many times.
 TEST_P(TransportTest, AllreduceIsExactOnEveryRank) {
   setenv("PYTFCOMM_SEGMENT_BYTES", "4096", 0);
-  const int n = 3;
   const size_t count = 300007;
-  int port = free_port();
-  auto errors = testing_util::on_threads(n, [&](int r) {
-    CommOptions o = testing_util::loopback_options(r, n, port);
-    o.host_id = "one-host";
-    o.transport = GetParam();
-    Communicator comm(o);
+  on_one_host([&](Communicator& comm, int r) {
     std::vector<int64_t> x(count);
     for (size_t i = 0; i < count; ++i) x[i] = static_cast<int64_t>(i) * (r + 1);
     for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling}) {
@@ -217,21 +228,14 @@ TEST_P(TransportTest, AllreduceIsExactOnEveryRank) {
       }
     }
   });
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
 // Large enough per rank (5.3 MiB) for shared memory to lend its pieces by
 // reference (PYTFCOMM_SHM_BYREF_BYTES, default 4 MiB); in place as well.
 TEST_P(TransportTest, LargeAllreduceIsExactOnEveryRank) {
   setenv("PYTFCOMM_SEGMENT_BYTES", "65536", 1);
-  const int n = 3;
   const size_t count = size_t{1} << 21;
-  int port = free_port();
-  auto errors = testing_util::on_threads(n, [&](int r) {
-    CommOptions o = testing_util::loopback_options(r, n, port);
-    o.host_id = "one-host";
-    o.transport = GetParam();
-    Communicator comm(o);
+  on_one_host([&](Communicator& comm, int r) {
     std::vector<int64_t> x(count);
     for (int rep = 0; rep < 2; ++rep) {
       for (size_t i = 0; i < count; ++i) x[i] = static_cast<int64_t>(i) * (r + 1) + rep;
@@ -243,7 +247,6 @@ TEST_P(TransportTest, LargeAllreduceIsExactOnEveryRank) {
       }
     }
   });
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shm, TransportTest, ::testing::Values("tcp", "shm", "auto"));

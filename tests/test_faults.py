@@ -44,7 +44,7 @@ def _run_until_survivors_finish(
         # The 1 MiB all-reduces' pieces lent by reference: the victim's memory is
         # being read (process_vm_readv) when it dies, stops or leaves.
         env = {"PYTFCOMM_TRANSPORT": "shm", "PYTFCOMM_SHM_BYREF_BYTES": "65536"}
-    if transport == "striped":
+    elif transport == "striped":
         # Every rank on its own (simulated) host: 3 TCP connections per pair,
         # bytes dealt across them in 64 KiB stripes (docs/transports.md).
         env = {"PYTFCOMM_TCP_STREAMS": "3", "PYTFCOMM_TCP_STRIPE_BYTES": "65536"}

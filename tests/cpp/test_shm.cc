@@ -114,12 +114,12 @@ TEST(ShmStream, DeadPeerReadsAsEofOnceDrained) {
 }
 
 // Two streams of this process that may read each other's memory: collectives
-// of 1 KiB per rank or more (of 2 ranks) lend their large pieces.
+// of 2 KiB or more lend their large pieces.
 struct RefLoop {
   Loop l;
   std::unique_ptr<shm::ShmStream> a, b;
   RefLoop() {
-    shm::ByReference self{::getpid(), 1024, 2};  // this process reads its own memory
+    shm::ByReference self{::getpid(), 2 * 1024};  // this process reads its own memory
     auto m = l.seg.mapping();
     auto ring = [&](size_t i) {
       char* ctl = m->base() + shm::ring_offset(i, 4096);
@@ -141,7 +141,7 @@ TEST(ShmStream, LargePayloadsTravelByReferenceAndAreReleasedWhenRead) {
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint32_t>(i * 2654435761u);
   char head[40] = "header bytes go inline";
   iovec iov[2] = {{head, sizeof(head)}, {big.data(), big.size() * 4}};
-  a.set_collective_bytes(2 * 1024);  // exactly the threshold for 2 ranks
+  a.set_collective_bytes(2 * 1024);  // exactly the threshold
   ASSERT_EQ(a.writev_some(iov, 2), static_cast<ssize_t>(sizeof(head) + big.size() * 4));
   EXPECT_EQ(a.release_ticket(), big.size() * 4);
   EXPECT_EQ(a.released(), 0u);
@@ -164,7 +164,7 @@ TEST(ShmStream, SmallCollectivesAndSmallPiecesAreCopiedThroughTheRing) {
   RefLoop rl;
   std::vector<char> big(shm::kMinByReference * 2, 'b');
   iovec iov{big.data(), big.size()};
-  // Below the threshold per rank: copied, as much as the 4 KiB ring holds.
+  // Below the threshold: copied, as much as the 4 KiB ring holds.
   rl.a->set_collective_bytes(2 * 1024 - 1);
   EXPECT_EQ(rl.a->writev_some(&iov, 1), 4096 - 8);
   EXPECT_EQ(rl.a->release_ticket(), 0u);

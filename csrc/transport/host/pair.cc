@@ -78,7 +78,7 @@ ssize_t Pair::write_front() {
                 sizeof(wire::FrameHeader) - send_header_done_};
   }
   if (op.done < op.nbytes) iov[n++] = {op.data + op.done, op.nbytes - op.done};
-  if (features_.releasing) {
+  if (features_.releasing && send_header_done_ == 0) {  // a new frame starts
     const transport::MessageMeta& m = op.header.meta;
     features_.releasing->set_collective_bytes(m.count * dtype_size(static_cast<DType>(m.dtype)));
   }

@@ -214,8 +214,8 @@ LocalLinks connect_local_peers(int rank, const std::vector<net::PeerInfo>& peers
     Doorbell bell(theirs[i]->header());
     ByReference ref;
     ref.peer_pid = i_read[i] ? static_cast<pid_t>(offers[i].pid) : 0;
-    ref.send_from = peer_reads[i] ? by_ref_bytes : 0;
-    ref.ranks = n;
+    // by_ref_bytes counts per rank; the stream sees whole collectives.
+    ref.send_from = peer_reads[i] ? by_ref_bytes * static_cast<size_t>(n) : 0;
     links.streams[static_cast<size_t>(r)] = std::make_unique<ShmStream>(
         std::move(in), std::move(out), bell, std::move(fds[static_cast<size_t>(r)]), ref);
     links.segments[static_cast<size_t>(r)] = theirs[i];

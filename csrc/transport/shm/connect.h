@@ -43,8 +43,8 @@ struct LocalLinks {
 // connection to it. kShm throws
 // kConfig when any peer is remote or any local peer cannot share memory.
 // Collectives of by_ref_bytes or more per rank send their large pieces by
-// reference where the receiver can read the sender's memory (0: never). oneshot_bytes sizes this
-// rank's one-shot area (0: none).
+// reference where the receiver can read the sender's memory (0: never).
+// oneshot_bytes sizes this rank's one-shot area (0: none).
 LocalLinks connect_local_peers(int rank, const std::vector<net::PeerInfo>& peers,
                                std::vector<net::Fd>& fds, Mode mode, size_t ring_bytes,
                                size_t by_ref_bytes, size_t oneshot_bytes, TimePoint deadline);

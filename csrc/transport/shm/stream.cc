@@ -138,8 +138,7 @@ ssize_t ShmStream::writev_some(const iovec* iov, int n) {
 }
 
 void ShmStream::set_collective_bytes(uint64_t bytes) noexcept {
-  const uint64_t ranks = static_cast<uint64_t>(std::max(ref_.ranks, 1));
-  send_by_ref_ = ref_.send_from > 0 && bytes / ranks >= ref_.send_from;
+  send_by_ref_ = ref_.send_from > 0 && bytes >= ref_.send_from;
 }
 
 ssize_t ShmStream::read_some(void* data, size_t n) {

@@ -37,10 +37,8 @@ struct RingView {
 };
 
 struct ByReference {
-  pid_t peer_pid = 0;  // where by-reference payloads we receive live
-  // Collectives of this many bytes per rank or more send by reference; 0: never.
-  size_t send_from = 0;
-  int ranks = 1;  // ranks of the job, to take the per-rank share of a collective
+  pid_t peer_pid = 0;    // where by-reference payloads we receive live
+  size_t send_from = 0;  // collectives of this many bytes or more send by reference; 0: never
 };
 
 // Smaller pieces always go through the ring: pinning the pages costs more

@@ -930,6 +930,9 @@ def init(
     spec = _cluster.resolve(rank, size, addr)
     job_secret = _job_secret(secret, spec)
     host, port = spec.rendezvous
+    # Every GPU path of this process (DLPack calls, TF's GPU kernels) loads NCCL
+    # once, first come: name the nvidia-nccl wheel's library before any can.
+    _core.set_nccl_candidates(_dlpack.nccl_candidates())
     core = _core.Communicator(
         spec.rank,
         spec.size,

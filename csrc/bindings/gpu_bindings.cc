@@ -160,7 +160,8 @@ py::dict gpu_info(const std::vector<std::string>& nccl_candidates) {
                  : py::str("-");
   d["gpus"] = ds.device_count;
   if (!ds.error.empty()) d["gpu_status"] = ds.error;
-  gpu::set_nccl_candidates(nccl_candidates);
+  // None given: those named before (by init()) stand; NCCL loads once per process.
+  if (!nccl_candidates.empty()) gpu::set_nccl_candidates(nccl_candidates);
   gpu::NcclStatus ns = gpu::nccl_status();
   d["nccl"] = ns.loaded ? py::str(ns.path) : py::str("not found");
   d["nccl_version"] = ns.loaded ? py::str(gpu::nccl_version_string(ns.version)) : py::str("-");
@@ -182,7 +183,8 @@ py::dict gpu_info(const std::vector<std::string>& nccl_candidates) {
 
 void bind_gpu(py::module_& m) {
   m.def("gpu_info", &gpu_info, py::arg("nccl_candidates") = std::vector<std::string>{},
-        "CUDA build, driver, GPUs and NCCL as found at run time; never raises");
+        "CUDA build, driver, GPUs and NCCL as found at run time (loading NCCL if not yet "
+        "loaded, from nccl_candidates or else those init() named); never raises");
 #if PYTFCOMM_WITH_CUDA
   m.def("set_nccl_candidates", &gpu::set_nccl_candidates,
         "libnccl.so.2 paths to try before the loader's default (before NCCL is first used)");

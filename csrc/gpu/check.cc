@@ -48,6 +48,11 @@ void throw_nccl_error(ncclResult_t r, const std::string& what, const std::string
     msg +=
         "; if several ranks share one GPU, NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 "
         "or PYTFCOMM_GPU_TRANSPORT=staged is needed";
+    // Which NCCL: a process can load another than the one meant (the loader path's).
+    if (st.loaded) {
+      msg += str_cat(" (this process loaded NCCL ", nccl_version_string(st.version), " from ",
+                     st.path, "; PYTFCOMM_NCCL_LIBRARY names another)");
+    }
   }
   throw_error(kind, file, line, "NCCL: ", msg);
 }

@@ -52,13 +52,16 @@ def gpu_env(request: pytest.FixtureRequest) -> GpuEnv:
         import pytfcomm._core as core
         from pytfcomm._dlpack import nccl_candidates
 
-        nccl = core.gpu_info(nccl_candidates()).get("nccl_version", "-")
+        candidates = nccl_candidates()
+        info = core.gpu_info(candidates)
+        nccl = info.get("nccl_version", "-")
+        found = f"{nccl} from {info.get('nccl', '?')}; candidates {candidates}"
         env = {
             "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
             "NCCL_MULTI_RANK_GPU_ENABLE": "1",
             "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0"),
         }
-        return GpuEnv(standin=False, env=env, nccl_version=_version(nccl))
+        return GpuEnv(standin=False, env=env, nccl_version=_version(nccl), nccl_found=found)
     if want == "gpu":
         pytest.fail(f"PYTFCOMM_TEST_GPU=gpu but {why_not}")
     libs = request.getfixturevalue("standin_libs")

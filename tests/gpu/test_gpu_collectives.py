@@ -66,8 +66,8 @@ def test_hierarchical_over_two_simulated_hosts(gpu_env: GpuEnv, transport: str) 
     """4 ranks as 2 hosts x 2 (PYTFCOMM_HOST_ID): algorithm="hierarchical" reduces
     within each host, across hosts, then shares within the host."""
     n = 4
-    if transport == "nccl" and gpu_env.ranks_for_nccl(n) < n:
-        pytest.skip("NCCL < 2.30 cannot put 4 ranks on one GPU")
+    if transport == "nccl":
+        gpu_env.skip_unless_nccl_ranks(n)
     env = gpu_env.with_env(PYTFCOMM_GPU_TRANSPORT=transport, PYTFCOMM_GPU_STAGE_BYTES="65536")
     opts = {
         "dtypes": ["float32", "float16", "int64", "uint8", "bool"],
@@ -113,8 +113,8 @@ def test_init_transport_tcp_stages(gpu_env: GpuEnv) -> None:
 def test_mismatch_is_detected_on_every_rank(
     gpu_env: GpuEnv, transport: str, what: str, n: int
 ) -> None:
-    if transport == "nccl" and gpu_env.ranks_for_nccl(n) < n:
-        pytest.skip("NCCL < 2.30 cannot put 2 ranks on one GPU")
+    if transport == "nccl":
+        gpu_env.skip_unless_nccl_ranks(n)
     env = gpu_env.with_env(PYTFCOMM_GPU_TRANSPORT=transport)
     out = run_ranks(n, "gpu_workers:mismatch", None, what, env=env, timeout=120)
     for r, said in enumerate(out):
@@ -124,8 +124,8 @@ def test_mismatch_is_detected_on_every_rank(
 
 @pytest.mark.parametrize("transport", ["nccl", "staged"])
 def test_missing_rank_times_out(gpu_env: GpuEnv, transport: str) -> None:
-    if transport == "nccl" and gpu_env.ranks_for_nccl(2) < 2:
-        pytest.skip("NCCL < 2.30 cannot put 2 ranks on one GPU")
+    if transport == "nccl":
+        gpu_env.skip_unless_nccl_ranks(3)
     env = gpu_env.with_env(PYTFCOMM_GPU_TRANSPORT=transport)
     out = run_ranks(3, "gpu_workers:one_rank_missing", None, env=env, timeout=120)
     for said in out[:2]:
@@ -180,8 +180,8 @@ def test_rank_killed_mid_stream(gpu_env: GpuEnv, transport: str) -> None:
     at no chosen point (no fault knob: on a GPU mostly inside NCCL's kernel or the
     staging copies). Every result the survivors checked before is right, and they
     raise a pytfcomm error naming the loss within a bound instead of hanging."""
-    if transport == "nccl" and gpu_env.ranks_for_nccl(3) < 3:
-        pytest.skip("NCCL < 2.30 cannot put 3 ranks on one GPU")
+    if transport == "nccl":
+        gpu_env.skip_unless_nccl_ranks(3)
     env = gpu_env.with_env(PYTFCOMM_GPU_TRANSPORT=transport)
     out = run_ranks(3, "gpu_workers:killed_in_stream", 20.0, env=env, timeout=150,
                     allow_failure=True)  # fmt: skip
@@ -286,3 +286,41 @@ def test_info_names_the_driver_it_loaded(gpu_env: GpuEnv) -> None:
     info = json.loads(r.stdout)
     assert info["cuda_driver"] == gpu_env.env["PYTFCOMM_CUDA_DRIVER"], info
     assert info["gpus"] == 2 and info["nccl"] == gpu_env.env["PYTFCOMM_NCCL_LIBRARY"], info
+
+
+def test_init_names_the_nccl_wheel_for_every_gpu_path(gpu_env: GpuEnv, tmp_path) -> None:
+    """init() names the nvidia-nccl wheel's libnccl.so.2 before anything can load NCCL
+    (once per process), so a load that names no library (TF's GPU kernels, gpu_info())
+    takes the wheel's and not the loader path's (an older system NCCL on the H200)."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    env = {**os.environ, **gpu_env.env}
+    env.pop("PYTFCOMM_NCCL_LIBRARY", None)
+    if gpu_env.standin:  # a wheel's layout holding the stand-in NCCL
+        lib = tmp_path / "site" / "nvidia" / "nccl" / "lib"
+        lib.mkdir(parents=True)
+        shutil.copy(gpu_env.env["PYTFCOMM_NCCL_LIBRARY"], lib / "libnccl.so.2")
+        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(tmp_path / "site")])
+        want = str(lib / "libnccl.so.2")
+    else:
+        from pytfcomm._dlpack import nccl_candidates
+
+        if not nccl_candidates():
+            pytest.skip("no nvidia-nccl-cu13/-cu12 wheel is importable here")
+        want = nccl_candidates()[0]
+    code = (
+        "import json, socket, pytfcomm, pytfcomm._core as c\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
+        "comm = pytfcomm.init(rank=0, size=1, addr=f'127.0.0.1:{port}')\n"
+        "print(json.dumps(c.gpu_info()))\n"
+        "comm.close()\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60, env=env, cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout.splitlines()[-1])
+    assert info["nccl"] == want, info

@@ -42,6 +42,8 @@ except ModuleNotFoundError:  # run as a file: this directory is on sys.path
     from _units import fmt_bytes, parse_sizes
 
 WAYS = ("torch NCCL", "pytfcomm NCCL", "pytfcomm staged", "copy + CPU")
+SHORT = {"torch": "torch NCCL", "nccl": "pytfcomm NCCL", "staged": "pytfcomm staged",
+         "copy": "copy + CPU"}  # fmt: skip
 
 
 def _one_size(nbytes: int, rank: int, size: int, nccl, staged, args: dict) -> tuple:
@@ -66,12 +68,13 @@ def _one_size(nbytes: int, rank: int, size: int, nccl, staged, args: dict) -> tu
         x.copy_(host)
         torch.cuda.synchronize()
 
-    ways: dict[str, Callable[[], None]] = {
+    every: dict[str, Callable[[], None]] = {
         "torch NCCL": torch_once,
         "pytfcomm NCCL": lambda: nccl.allreduce(x, out=x),
         "pytfcomm staged": lambda: staged.allreduce(x, out=x),
         "copy + CPU": copy_cpu_once,
     }
+    ways = {w: fn for w, fn in every.items() if w in args["ways"]}
     iters = args["iters"] if nbytes <= 64 << 20 else max(3, args["iters"] // 4)
     times: dict[str, float] = {}
     for name, fn in ways.items():
@@ -89,8 +92,8 @@ def _one_size(nbytes: int, rank: int, size: int, nccl, staged, args: dict) -> tu
             if wrong:
                 raise AssertionError(f"{name} {nbytes} B: {wrong} wrong elements")
         times[name] = statistics.median(samples)
-    backends = {"pytfcomm NCCL": nccl._gpu.last_backend(),
-                "pytfcomm staged": staged._gpu.last_backend()}  # fmt: skip
+    backends = {w: c._gpu.last_backend() for w, c in
+                (("pytfcomm NCCL", nccl), ("pytfcomm staged", staged)) if w in ways}  # fmt: skip
     return times, backends
 
 
@@ -129,14 +132,16 @@ def _table(rows: list, np_: int, iters: int) -> str:
         "| pytfcomm staged | copy + CPU | staged speedup |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    nan = float("nan")
     for nbytes, t, _ in rows:
-        tt, tp, ts, tc = (t[w] for w in WAYS)
+        tt, tp, ts, tc = (t.get(w, nan) for w in WAYS)
         lines.append(
             f"| {fmt_bytes(nbytes)} | {tt * 1e6:.0f} | {tp * 1e6:.0f} "
             f"| {(tp / tt - 1) * 100:+.1f}% "
             f"| {nbytes / tt * busbw / 1e9:.1f} | {nbytes / tp * busbw / 1e9:.1f} "
             f"| {ts * 1e6:.0f} | {tc * 1e6:.0f} | {tc / ts:.2f}x |"
         )
+        lines[-1] = lines[-1].replace("nanx", "-").replace("nan%", "-").replace("nan", "-")
     return "\n".join(lines)
 
 
@@ -153,7 +158,8 @@ def _wait_for_rows(q, procs: list, deadline: float, rows: list) -> None:
                 return
             rows.append(row)
             nbytes, t, _ = row
-            print(f"{fmt_bytes(nbytes)}: " + ", ".join(f"{w} {t[w] * 1e6:.0f} us" for w in WAYS))
+            took = ", ".join(f"{w} {v * 1e6:.0f} us" for w, v in t.items())
+            print(f"{fmt_bytes(nbytes)}: {took}")
             sys.stdout.flush()
             continue
         except queue.Empty:
@@ -173,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--deadline", type=float, default=1200, help="seconds for the whole run")
+    p.add_argument("--ways", default=",".join(SHORT), help="a subset of " + ",".join(SHORT))
     a = p.parse_args(argv)
     why = why_no_gpu()
     if why:
@@ -184,7 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     ports = (free_port(), free_port(), free_port())
-    args = {"iters": a.iters, "warmup": a.warmup}
+    unknown = set(a.ways.split(",")) - set(SHORT)
+    if unknown:
+        p.error(f"unknown --ways {sorted(unknown)}: choose from {','.join(SHORT)}")
+    args = {"iters": a.iters, "warmup": a.warmup, "ways": [SHORT[w] for w in a.ways.split(",")]}
     procs = [ctx.Process(target=_rank, args=(r, a.np, ports, sizes, args, q)) for r in range(a.np)]
     for pr in procs:
         pr.start()
@@ -202,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         if pr.is_alive():
             pr.kill()
     for _, _, backends in rows:
-        want = {"pytfcomm NCCL": "nccl", "pytfcomm staged": "staged"}
+        want = {w: b for w, b in (("pytfcomm NCCL", "nccl"), ("pytfcomm staged", "staged"))
+                if w in args["ways"]}  # fmt: skip
         if backends != want:
             print(f"unexpected GPU backends {backends}, want {want}", file=sys.stderr)
             return 1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 17's GPU check in one command, for a machine with a GPU (docs/gpu.md).
 #
-#   scripts/gpu_check.sh [--wheel FILE] [--no-source-build] [--quick]
+#   scripts/gpu_check.sh [--wheel FILE] [--no-source-build] [--no-overhead] [--quick]
 #
 # 1. env      the machine: GPU, driver, CUDA, Python, PyTorch, CuPy, NCCL wheel.
 # 2. install  pytfcomm into a fresh directory: the CUDA wheel given with --wheel
@@ -13,7 +13,8 @@
 #             2 ranks on the one GPU when NCCL >= 2.30 (NCCL_MULTI_RANK_GPU_ENABLE=1),
 #             else 1.
 # 5. overhead benchmarks/gpu_overhead.py: one rank's per-call cost, pytfcomm
-#             against raw NCCL (blocking and not) and torch.distributed.
+#             against raw NCCL (blocking and not) and torch.distributed
+#             (--no-overhead leaves it out).
 # 6. tests    pytest tests/gpu on the GPU (CuPy or PyTorch tensors): ranks 1-4 on
 #             the one GPU, NCCL and staged.
 # 7. source   with --wheel: also the build from source, into another directory,
@@ -33,13 +34,15 @@ OUT=${OUT:-$ROOT/gpu-check-out}
 PY=${PYTHON:-python3}
 WHEEL=""
 SOURCE_BUILD=1
+OVERHEAD=1
 QUICK=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --wheel) WHEEL=$(realpath "$2"); shift 2 ;;
     --no-source-build) SOURCE_BUILD=0; shift ;;
+    --no-overhead) OVERHEAD=0; shift ;;
     --quick) QUICK=1; shift ;;
-    *) echo "usage: $0 [--wheel FILE] [--no-source-build] [--quick]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--wheel FILE] [--no-source-build] [--no-overhead] [--quick]" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUT"
@@ -142,7 +145,7 @@ benchmark() {
 
 BENCH_LIMIT=${BENCH_LIMIT:-300}
 benchmark bench "$BENCH_LIMIT" nccl.py --np "$NP" --sizes "$SIZES" --deadline $((BENCH_LIMIT - 20))
-benchmark overhead "${OVERHEAD_LIMIT:-180}" gpu_overhead.py
+[[ $OVERHEAD == 1 ]] && benchmark overhead "${OVERHEAD_LIMIT:-180}" gpu_overhead.py
 
 SRC_PID=""
 if [[ -n $WHEEL && $SOURCE_BUILD == 1 ]]; then

@@ -2,7 +2,9 @@
 
     python -m benchmarks.tf_multiworker [--np 2] [--iters 10] [--repeat 5] [--json out.json]
 
-Starts ``--np`` worker processes on 127.0.0.1 for each backend in turn:
+Starts ``--np`` worker processes on 127.0.0.1 for each backend in turn, each with
+``pytfcomm-run``'s ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (``--no-malloc-hugepages``:
+without):
 
 * ``pytfcomm-mwms``: ``pytfcomm.MultiWorkerMirroredStrategy()``;
 * ``tf-mwms-ring``: ``tf.distribute.MultiWorkerMirroredStrategy`` with the RING
@@ -52,6 +54,7 @@ from typing import Any
 from benchmarks._launch import free_ports
 from benchmarks._registry import worker_pythonpath
 from benchmarks.tf_local import interleaved
+from pytfcomm._launch.plan import malloc_hugepages
 
 BACKENDS = ("pytfcomm-mwms", "tf-mwms-ring", "pytfcomm-horovod")
 LOCAL_BATCH = 128
@@ -280,11 +283,15 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
 
 
 # --------------------------------------------------------------------------- parent side
-def _run_backend(backend: str, n: int, iters: int, timeout: float) -> list[dict] | str:
+def _run_backend(
+    backend: str, n: int, iters: int, timeout: float, hugepages: bool = True
+) -> list[dict] | str:
     ports = free_ports(n + 1)
     with tempfile.TemporaryDirectory(prefix="ptc-tfmw-") as tmp:
         # A neutral cwd: the checkout's pytfcomm/ must not shadow the installed one.
         env = dict(os.environ, PYTHONPATH=worker_pythonpath(str(Path(tmp) / "shim")))
+        if hugepages:  # every backend's workers as pytfcomm-run starts ranks
+            env.update(malloc_hugepages(os.environ))
         procs = []
         for r in range(n):
             cmd = [
@@ -359,6 +366,11 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="run everything this many times in a row and print each ratio's spread",
     )
+    ap.add_argument(
+        "--no-malloc-hugepages",
+        action="store_true",
+        help="start the workers without pytfcomm-run's GLIBC_TUNABLES=glibc.malloc.hugetlb=1",
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--ports", help=argparse.SUPPRESS)
@@ -407,7 +419,7 @@ def _one_run(args: argparse.Namespace, index: int) -> dict[str, dict]:
             file=sys.stderr,
             flush=True,
         )
-        got = _run_backend(b, args.np, args.iters, args.timeout)
+        got = _run_backend(b, args.np, args.iters, args.timeout, not args.no_malloc_hugepages)
         if isinstance(got, str):
             print(f"[tf_multiworker] {b} failed: {got}", file=sys.stderr)
             results[b] = {"error": got.splitlines()[0]}

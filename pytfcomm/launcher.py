@@ -45,6 +45,7 @@ from ._launch.plan import (
     job_secret,
     local_env,
     make_plan,
+    malloc_hugepages,
     remote_passthrough,
 )
 from ._launch.procs import RankSpec
@@ -168,6 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --gpus-per-rank: the GPUs every host hands out, e.g. 0,1,2,3 or GPU "
         "UUIDs (default: this machine's CUDA_VISIBLE_DEVICES, else all nvidia-smi -L lists)",
     )
+    p.add_argument(
+        "--no-malloc-hugepages",
+        action="store_true",
+        help="leave GLIBC_TUNABLES as it is; by default ranks get glibc.malloc.hugetlb=1 "
+        "(malloc asks for transparent huge pages: TF's large tensors then all-reduce as "
+        "fast as NumPy's) unless GLIBC_TUNABLES already sets it",
+    )
     p.add_argument("--no-prefix", action="store_true", help="relay output without '[rank] '")
     p.add_argument(
         "--output-dir",
@@ -244,6 +252,8 @@ def _rank_specs(
     if getattr(args, "elastic_dir", None):
         runs["PYTFCOMM_ELASTIC_DIR"] = args.elastic_dir
     exported = forwarded_vars(args.export, os.environ)
+    if not args.no_malloc_hugepages:
+        runs.update(malloc_hugepages({**os.environ, **exported}))
     gpu_envs = _gpu_envs(args, placements, exported)
     base = {**local_env(os.environ), **exported}
     passthrough = {**remote_passthrough(os.environ), **exported}

@@ -167,6 +167,67 @@ def test_every_rank_gets_its_environment_and_one_secret(tmp_path: Path) -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("given", "args", "want"),
+    [
+        (None, [], "glibc.malloc.hugetlb=1"),
+        ("glibc.malloc.arena_max=2", [], "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"),
+        ("glibc.malloc.hugetlb=0", [], "glibc.malloc.hugetlb=0"),  # the user's choice stands
+        ("glibc.malloc.arena_max=2", ["--no-malloc-hugepages"], "glibc.malloc.arena_max=2"),
+        (None, ["--no-malloc-hugepages"], None),
+    ],
+)
+def test_ranks_get_malloc_hugepages_unless_told_otherwise(
+    tmp_path: Path, given: str | None, args: list[str], want: str | None
+) -> None:
+    env = _env()
+    env.pop("GLIBC_TUNABLES", None)
+    if given is not None:
+        env["GLIBC_TUNABLES"] = given
+    res = launch("-np", "2", *args, PY, WORKER, "env", str(tmp_path), cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr.decode()
+    assert [v.get("GLIBC_TUNABLES") for v in read_views(tmp_path, 2)] == [want, want]
+
+
+def _thp_mode() -> str:
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return "unavailable"
+    return text.split("[", 1)[1].split("]", 1)[0] if "[" in text else "unavailable"
+
+
+ANON_HUGE = """
+import ctypes, re
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+n = 64 << 20
+p = libc.malloc(n)  # what TF's CPU allocator does for a large tensor
+ctypes.memset(p, 1, n)
+text = open("/proc/self/smaps_rollup").read()
+print("AnonHugePages_kB", re.search(r"AnonHugePages:\\s+(\\d+)", text).group(1))
+"""
+
+
+def test_a_large_malloc_in_a_rank_lands_on_huge_pages(tmp_path: Path) -> None:
+    """What the tunable is for: on a machine whose transparent huge pages are
+    'madvise' only, a rank's large malloc (TF's tensors) gets huge pages, as NumPy's
+    arrays do; with --no-malloc-hugepages it does not."""
+    mode = _thp_mode()
+    if mode not in ("madvise", "always"):
+        pytest.skip(f"transparent huge pages are {mode!r} on this machine")
+    kb = {}
+    for flag in ([], ["--no-malloc-hugepages"]):
+        env = _env()
+        env.pop("GLIBC_TUNABLES", None)
+        res = launch("-np", "1", *flag, PY, "-c", ANON_HUGE, cwd=tmp_path, env=env)
+        assert res.returncode == 0, res.stderr.decode()
+        kb[bool(flag)] = int(res.stdout.decode().split("AnonHugePages_kB")[1].split()[0])
+    assert kb[False] >= 32 << 10, kb  # at least half of the 64 MiB
+    if mode == "madvise":
+        assert kb[True] < 32 << 10, kb
+
+
 def test_a_given_secret_is_used_and_a_short_one_refused(tmp_path: Path) -> None:
     given = "s" * 40
     res = launch("-np", "2", PY, WORKER, "env", str(tmp_path), cwd=tmp_path,

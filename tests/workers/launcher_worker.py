@@ -41,7 +41,7 @@ def _write(path: Path, text: str) -> None:
 
 
 def env_mode(out: Path) -> None:
-    named = ("TF_CONFIG", "FOO", "CUDA_VISIBLE_DEVICES")
+    named = ("TF_CONFIG", "FOO", "CUDA_VISIBLE_DEVICES", "GLIBC_TUNABLES")
     keys = [k for k in os.environ if k.startswith("PYTFCOMM_") or k in named]
     view = {k: os.environ[k] for k in keys}
     view["argv"] = sys.argv

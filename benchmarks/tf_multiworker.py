@@ -54,7 +54,6 @@ from typing import Any
 from benchmarks._launch import free_ports
 from benchmarks._registry import worker_pythonpath
 from benchmarks.tf_local import interleaved
-from pytfcomm._launch.plan import malloc_hugepages
 
 BACKENDS = ("pytfcomm-mwms", "tf-mwms-ring", "pytfcomm-horovod")
 LOCAL_BATCH = 128
@@ -393,6 +392,16 @@ def main(argv: list[str] | None = None) -> int:
         doc = {"np": args.np, "results": runs[-1], "runs": runs}
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return 0 if all("error" not in r for res in runs for r in res.values()) else 1
+
+
+def malloc_hugepages(environ: dict[str, str]) -> dict[str, str]:
+    """What ``pytfcomm-run`` adds to its ranks' environment (``pytfcomm._launch.plan``;
+    not imported: this process may see the checkout's ``pytfcomm/``, without ``_core``)."""
+    current = environ.get("GLIBC_TUNABLES", "")
+    if "glibc.malloc.hugetlb=" in current:
+        return {}
+    tunable = "glibc.malloc.hugetlb=1"
+    return {"GLIBC_TUNABLES": f"{current}:{tunable}" if current else tunable}
 
 
 KEYS = (

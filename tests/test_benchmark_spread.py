@@ -78,3 +78,18 @@ def test_interleaved_timing_alternates_and_divides_per_operation(monkeypatch) ->
     )
     assert calls == ["tf", "chain", "numpy"] * 4  # one of each per iteration, in turn
     assert got == {"tf": 3.0, "chain": 2.0, "numpy": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("given", "want"),
+    [
+        (None, "glibc.malloc.hugetlb=1"),
+        ("glibc.malloc.arena_max=2", "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"),
+        ("glibc.malloc.hugetlb=0", None),
+    ],
+)
+def test_workers_start_as_pytfcomm_run_starts_ranks(given: str | None, want: str | None) -> None:
+    """The benchmark's workers get the GLIBC_TUNABLES that pytfcomm-run gives its ranks
+    (tests/test_launcher.py checks the launcher against the same values)."""
+    environ = {} if given is None else {"GLIBC_TUNABLES": given}
+    assert tm.malloc_hugepages(environ) == ({} if want is None else {"GLIBC_TUNABLES": want})

@@ -252,8 +252,10 @@ def _rank_specs(
     if getattr(args, "elastic_dir", None):
         runs["PYTFCOMM_ELASTIC_DIR"] = args.elastic_dir
     exported = forwarded_vars(args.export, os.environ)
-    if not args.no_malloc_hugepages:
-        runs.update(malloc_hugepages({**os.environ, **exported}))
+    # Local ranks inherit this GLIBC_TUNABLES; remote ones only what -x exports.
+    hugepages = not args.no_malloc_hugepages
+    local_hp = malloc_hugepages({**os.environ, **exported}) if hugepages else {}
+    remote_hp = malloc_hugepages(exported) if hugepages else {}
     gpu_envs = _gpu_envs(args, placements, exported)
     base = {**local_env(os.environ), **exported}
     passthrough = {**remote_passthrough(os.environ), **exported}
@@ -261,11 +263,15 @@ def _rank_specs(
     for p, rank_env, gpu_env in zip(plan.placements, plan.envs, gpu_envs, strict=True):
         env = {**rank_env, **runs, **gpu_env}
         if p.host.local:
-            full = {**base, **env, "PYTFCOMM_SECRET": secret}
+            full = {**base, **env, **local_hp, "PYTFCOMM_SECRET": secret}
             specs.append(RankSpec(p.rank, p.host.target, command, full))
         else:
             argv = ssh_argv(
-                args.ssh_command, p.host.target, command, {**passthrough, **env}, args.kill_timeout
+                args.ssh_command,
+                p.host.target,
+                command,
+                {**passthrough, **env, **remote_hp},
+                args.kill_timeout,
             )
             line = (secret + "\n").encode()
             specs.append(RankSpec(p.rank, p.host.target, argv, dict(os.environ), line))

@@ -502,7 +502,8 @@ def _ssh_job(tmp_path: Path, *extra: str) -> list[str]:
 def test_ssh_ranks_get_quoted_args_env_and_secret(tmp_path: Path) -> None:
     log = tmp_path / "ssh.log"
     odd = 'it\'s a "test" $HOME `id` ; * \\'
-    env = _env(FAKE_SSH_LOG=str(log), PYTFCOMM_LOG_LEVEL="1", FOO="should not pass")
+    env = _env(FAKE_SSH_LOG=str(log), PYTFCOMM_LOG_LEVEL="1", FOO="should not pass",
+               GLIBC_TUNABLES="glibc.malloc.arena_max=2")  # fmt: skip
     res = launch(*_ssh_job(tmp_path, "-x", "FOO=x y'z"), PY, WORKER, "env", str(tmp_path), odd,
                  cwd=tmp_path, env=env)  # fmt: skip
     assert res.returncode == 0, res.stderr.decode()
@@ -516,6 +517,12 @@ def test_ssh_ranks_get_quoted_args_env_and_secret(tmp_path: Path) -> None:
         assert json.loads(v["TF_CONFIG"])["task"]["index"] == r
         assert v["FOO"] == "x y'z"
         assert v["PYTFCOMM_LOG_LEVEL"] == "1"
+    # This machine's GLIBC_TUNABLES stays here; remote ranks get only the huge pages.
+    assert [v["GLIBC_TUNABLES"] for v in views] == [
+        "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1",
+        "glibc.malloc.hugetlb=1",
+        "glibc.malloc.hugetlb=1",
+    ]
     assert [(v["PYTFCOMM_LOCAL_RANK"], v["PYTFCOMM_LOCAL_SIZE"]) for v in views] == [
         ("0", "1"),
         ("0", "2"),

@@ -27,6 +27,7 @@ CUDA build of pytfcomm; it says which is missing otherwise.
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing as mp
 import os
 import statistics
@@ -132,17 +133,26 @@ def _table(rows: list, np_: int, iters: int) -> str:
         "| pytfcomm staged | copy + CPU | staged speedup |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    nan = float("nan")
+    nan = float("nan")  # a way left out by --ways: its cells read "-"
     for nbytes, t, _ in rows:
         tt, tp, ts, tc = (t.get(w, nan) for w in WAYS)
-        lines.append(
-            f"| {fmt_bytes(nbytes)} | {tt * 1e6:.0f} | {tp * 1e6:.0f} "
-            f"| {(tp / tt - 1) * 100:+.1f}% "
-            f"| {nbytes / tt * busbw / 1e9:.1f} | {nbytes / tp * busbw / 1e9:.1f} "
-            f"| {ts * 1e6:.0f} | {tc * 1e6:.0f} | {tc / ts:.2f}x |"
-        )
-        lines[-1] = lines[-1].replace("nanx", "-").replace("nan%", "-").replace("nan", "-")
+        cells = [
+            fmt_bytes(nbytes),
+            _cell(tt * 1e6, ".0f"),
+            _cell(tp * 1e6, ".0f"),
+            _cell((tp / tt - 1) * 100, "+.1f", "%"),
+            _cell(nbytes / tt * busbw / 1e9, ".1f"),
+            _cell(nbytes / tp * busbw / 1e9, ".1f"),
+            _cell(ts * 1e6, ".0f"),
+            _cell(tc * 1e6, ".0f"),
+            _cell(tc / ts, ".2f", "x"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _cell(value: float, spec: str, unit: str = "") -> str:
+    return "-" if math.isnan(value) else f"{value:{spec}}{unit}"
 
 
 def _wait_for_rows(q, procs: list, deadline: float, rows: list) -> None:

@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -394,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all("error" not in r for res in runs for r in res.values()) else 1
 
 
-def malloc_hugepages(environ: dict[str, str]) -> dict[str, str]:
+def malloc_hugepages(environ: Mapping[str, str]) -> dict[str, str]:
     """What ``pytfcomm-run`` adds to its ranks' environment (``pytfcomm._launch.plan``;
     not imported: this process may see the checkout's ``pytfcomm/``, without ``_core``)."""
     current = environ.get("GLIBC_TUNABLES", "")

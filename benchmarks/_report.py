@@ -67,6 +67,82 @@ def summarize(name: str, launch: LaunchResult, nproc: int, sizes: list[int]) -> 
     }
 
 
+def combine_rounds(rounds: list[dict[str, Any]], nproc: int) -> dict[str, Any]:
+    """One backend's summaries from ``--rounds`` runs as one summary.
+
+    A size's time is the median over the rounds of each round's time (itself a
+    median over iterations); ``round_us`` keeps every round's, in order, for
+    :func:`rounds_table`. A size missing from a round, or wrong in any, is not
+    ok; a round that failed makes the whole backend's status its status.
+    """
+    first = rounds[0]
+    failed = next((r for r in rounds if r["status"] != "ok" or r["reason"]), None)
+    worst = failed or first
+    out = {
+        **first,
+        "status": worst["status"],
+        "reason": worst["reason"],
+        "fatal": worst["fatal"],
+        "log_tail": worst["log_tail"],
+        "wall_s": round(sum(r["wall_s"] for r in rounds), 2),
+        "rounds": len(rounds),
+        "rows": {},
+    }
+    for nbytes in first["sizes"]:
+        per = [r["rows"].get(nbytes) for r in rounds]
+        if any(row is None for row in per):
+            continue  # a round did not measure it: shown as n/a, the failure in the notes
+        errors = [e for row in per for e in row["errors"]]
+        times = [row["time_us"] for row in per]
+        t_us = statistics.median(times)
+        algbw = nbytes / (t_us * 1e-6) / 1e9
+        out["rows"][nbytes] = {
+            **per[0],
+            "ok": not errors,
+            "errors": errors,
+            "time_us": t_us,
+            "min_us": min(row["min_us"] for row in per),
+            "max_us": max(row["max_us"] for row in per),
+            "algbw_gbs": algbw,
+            "busbw_gbs": algbw * 2 * (nproc - 1) / nproc,
+            "round_us": times,
+            "iter_max_us": [t for row in per for t in row["iter_max_us"]],
+            "rank0_us": [t for row in per for t in row["rank0_us"]],
+        }
+    return out
+
+
+def rounds_table(runs: list[dict[str, Any]], sizes: list[int], ref: str) -> str:
+    """Each peer's time over the reference's, round by round: min / median / max (rounds).
+
+    Round i of a peer is paired with round i of the reference, run seconds
+    apart, so a slow stretch of the machine lands in a round rather than in one
+    backend's whole run.
+    """
+    ref_run = next((r for r in runs if r["name"] == ref), None)
+    peers = [r for r in runs if r is not ref_run]
+    if ref_run is None or not peers:
+        return ""
+    width = max(18, *(len(r["name"]) for r in peers))
+    lines = [
+        f"# per round: peer time / {ref} time of the same round, min / median / max (rounds)",
+        f"{'size':>13}" + "".join(f" {r['name']:>{width}}" for r in peers),
+    ]
+    for nbytes in sizes:
+        line = f"{nbytes:>9} {fmt_bytes(nbytes):>4}".rjust(13)
+        ref_row = ref_run["rows"].get(nbytes)
+        for r in peers:
+            row = r["rows"].get(nbytes)
+            cell = "-"
+            if row and ref_row and row["ok"] and ref_row["ok"]:
+                xs = [p / q for p, q in zip(row["round_us"], ref_row["round_us"], strict=True)]
+                med = statistics.median(xs)
+                cell = f"{min(xs):.2f}/{med:.2f}/{max(xs):.2f} ({len(xs)})"
+            line += f" {cell:>{width}}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def _cell(run: dict[str, Any], nbytes: int) -> tuple[str, str, float | None]:
     """(time, busbw, time_us or None) for one backend at one size."""
     row = run["rows"].get(nbytes)

@@ -67,6 +67,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="pytfcomm",
         help="backend the ratio columns compare against (default pytfcomm)",
     )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every backend this many times, alternating (A B, B A, ...); a size's time is "
+        "the median over rounds, and each ratio's spread over rounds is printed (default 1)",
+    )
     p.add_argument("--json", metavar="PATH", help="write raw medians + metadata here")
     p.add_argument("--plot", metavar="PATH", help="write a busbw-vs-size PNG here")
     p.add_argument("--quiet", action="store_true", help="no per-size progress on stderr")
@@ -78,6 +85,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"unknown backend(s) {unknown}; known: {names}")
     if args.np < 1 or args.iters < 1 or args.warmup < 0 or args.large_warmup < 0:
         p.error("--np and --iters must be >= 1, warm-ups >= 0")
+    if args.rounds < 1:
+        p.error("--rounds must be >= 1")
     return args
 
 
@@ -97,9 +106,48 @@ def run_metadata(args: argparse.Namespace) -> dict[str, Any]:
         "warmup": args.warmup,
         "large_warmup": args.large_warmup,
         "large_size": parse_bytes(args.large_size),
-        "statistic": "median over iterations of the per-iteration max over ranks",
+        "rounds": args.rounds,
+        "statistic": "median over iterations of the per-iteration max over ranks"
+        + (", then the median over rounds" if args.rounds > 1 else ""),
         "command": shlex.join([sys.executable, *_invocation()]),
     }
+
+
+def _run_backend(
+    name: str, args: argparse.Namespace, worker_common: list[str], skipped: dict[str, str], k: int
+) -> dict[str, Any] | None:
+    """One run of one backend over its sizes; None (and a reason in ``skipped``) if it cannot."""
+    spec = _registry.by_name(name)
+    assert spec is not None
+    reason = _registry.unavailable_reason(spec)
+    sizes = args.size_list
+    if spec.capped_by_tf_max:
+        sizes = [s for s in sizes if s <= parse_bytes(args.tf_max_size)]
+    if not reason and not sizes:
+        reason = f"no size <= --tf-max-size {args.tf_max_size}"
+    if reason:
+        skipped[name] = reason
+        print(f"== {name}: skipped ({reason})", file=sys.stderr, flush=True)
+        return None
+    busy = _host.busy_fraction()
+    rnd = f" (round {k + 1} of {args.rounds})" if args.rounds > 1 else ""
+    print(
+        f"== {name}: N={args.np}, {len(sizes)} sizes {fmt_bytes(sizes[0])}.."
+        f"{fmt_bytes(sizes[-1])}{rnd}",
+        file=sys.stderr,
+        flush=True,
+    )
+    worker_args = ["--sizes", ",".join(map(str, sizes)), *worker_common]
+    launch = _launch.run_backend(spec, args.np, worker_args, args.timeout, not args.quiet)
+    print(
+        f"== {name}: {launch.status} in {launch.wall_s:.1f}s {launch.reason}",
+        file=sys.stderr,
+        flush=True,
+    )
+    run = _report.summarize(name, launch, args.np, sizes)
+    run["host_busy_before"] = busy
+    run["host_busy_after"] = _host.busy_fraction()
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,39 +158,23 @@ def main(argv: list[str] | None = None) -> int:
         "--large-bytes", str(parse_bytes(args.large_size)),
     ]  # fmt: skip
     skipped: dict[str, str] = {}
-    runs: list[dict[str, Any]] = []
+    per_round: dict[str, list[dict[str, Any]]] = {}
     t_all = time.monotonic()
-    for name in args.backend_list:
-        spec = _registry.by_name(name)
-        assert spec is not None
-        reason = _registry.unavailable_reason(spec)
-        if reason:
-            skipped[name] = reason
-            print(f"== {name}: skipped ({reason})", file=sys.stderr, flush=True)
-            continue
-        sizes = args.size_list
-        if spec.capped_by_tf_max:
-            sizes = [s for s in sizes if s <= parse_bytes(args.tf_max_size)]
-        if not sizes:
-            skipped[name] = f"no size <= --tf-max-size {args.tf_max_size}"
-            continue
-        busy = _host.busy_fraction()
-        print(
-            f"== {name}: N={args.np}, {len(sizes)} sizes {fmt_bytes(sizes[0])}.."
-            f"{fmt_bytes(sizes[-1])}",
-            file=sys.stderr,
-            flush=True,
-        )
-        worker_args = ["--sizes", ",".join(map(str, sizes)), *worker_common]
-        launch = _launch.run_backend(spec, args.np, worker_args, args.timeout, not args.quiet)
-        print(
-            f"== {name}: {launch.status} in {launch.wall_s:.1f}s {launch.reason}",
-            file=sys.stderr,
-            flush=True,
-        )
-        runs.append(_report.summarize(name, launch, args.np, sizes))
-        runs[-1]["host_busy_before"] = busy
-        runs[-1]["host_busy_after"] = _host.busy_fraction()
+    for k in range(args.rounds):
+        # Alternate the order, so that no backend always runs first (or right
+        # after a given peer) on a machine whose speed drifts.
+        order = args.backend_list if k % 2 == 0 else args.backend_list[::-1]
+        for name in order:
+            if name in skipped:
+                continue
+            run = _run_backend(name, args, worker_common, skipped, k)
+            if run is not None:
+                per_round.setdefault(name, []).append(run)
+    names = [n for n in args.backend_list if n in per_round]
+    if args.rounds == 1:
+        runs = [per_round[n][0] for n in names]
+    else:
+        runs = [_report.combine_rounds(per_round[n], args.np) for n in names]
     meta = run_metadata(args)
     meta["wall_s"] = round(time.monotonic() - t_all, 1)
     for r in runs:
@@ -150,12 +182,16 @@ def main(argv: list[str] | None = None) -> int:
             meta["versions"][r["name"]] = r["worker_meta"]
     print(
         f"# all-reduce float32 sum, N={args.np} processes, {args.iters} iters "
-        f"(median of per-iteration max over ranks), busbw in GB/s, "
+        f"(median of per-iteration max over ranks"
+        f"{f'; median over {args.rounds} alternating rounds' if args.rounds > 1 else ''}), "
+        f"busbw in GB/s, "
         f"{meta['hostname']} ({meta['nproc']} cpus, {meta['cpu']})"
     )
     if any(r["name"] == args.ref for r in runs):
         print(f"# ratio = peer time / {args.ref} time (> 1: {args.ref} is faster)")
     print(_report.table(runs, args.size_list, args.ref))
+    if args.rounds > 1:
+        print(_report.rounds_table(runs, args.size_list, args.ref))
     limits = _limits.measure(args.size_list, kinds=("memcpy", "tcp", "bound"), ranks=args.np)
     kinds = {r["name"]: _registry.by_name(r["name"]).limit for r in runs}
     print(_report.limit_table(runs, args.size_list, limits, kinds))

@@ -22,7 +22,12 @@ What is timed (median of ``--iters`` after warm-up, every result checked):
   a ``tf.function`` call (Python dispatch, executor start and completion) per all-reduce;
 * ``reduce-16MiB-numpy`` (``pytfcomm-horovod`` only): the same all-reduce from NumPy
   (``comm.allreduce(x, out=y)``) on the same communicator, the yardstick of both;
-  the three 16 MiB measurements are interleaved (one call of each per iteration), so
+* ``tf-call-16MiB`` (``pytfcomm-horovod`` only): TF's own share of a call, no collective
+  in it: a ``tf.function`` of ``tf.identity`` on the same tensor, the same two elements
+  fetched, called right after the NumPy all-reduce (TF's threads idle as long as after a
+  collective): what a call costs on this machine with nothing of pytfcomm in it (the
+  ranks' calls are not synchronised, so it is context, not a term to subtract);
+  the four 16 MiB measurements are interleaved (one call of each per iteration), so
   their ratios compare the same minutes of the machine;
 * ``resnet50-grads``: the SUM all-reduce of a ResNet-50-shaped gradient set (161
   float32 tensors, 25.6M values) inside ``strategy.run`` (``ReplicaContext.all_reduce``
@@ -178,6 +183,18 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
         comm.allreduce(xn, op="sum", out=yn)
         assert np.all(yn == size * (size + 1) / 2), yn[:3]
         fns["reduce-16MiB-numpy"] = lambda: comm.allreduce(xn, op="sum", out=yn)
+
+        # tf-call-16MiB: TF's own share of a call, with no collective in it: the
+        # same tensor through an identity, the same two elements fetched. It runs
+        # right after the NumPy all-reduce, so TF's threads have been idle as
+        # long as they are when reduce-16MiB is called after a collective.
+        @tf.function
+        def identity_done(x):
+            r = tf.identity(x)
+            return r[0] + r[-1]
+
+        fns["tf-call-16MiB"] = lambda: identity_done(t).numpy()
+    out["tf-call-16MiB"] = "-"
     # Interleaved, one call of each per iteration: the TF/NumPy ratio then
     # compares the same minutes of a shared, drifting machine.
     out.update(interleaved(fns, warm, iters, per_call))
@@ -409,13 +426,20 @@ KEYS = (
     "reduce-16MiB",
     "reduce-16MiB-graph",
     "reduce-16MiB-numpy",
+    "tf-call-16MiB",
     "resnet50-grads",
     "train",
     "keras-fit",
     "keras-fit-steady",
 )
 # lower is better; the rest are rates
-TIMES = ("reduce-16MiB", "reduce-16MiB-graph", "reduce-16MiB-numpy", "resnet50-grads")
+TIMES = (
+    "reduce-16MiB",
+    "reduce-16MiB-graph",
+    "reduce-16MiB-numpy",
+    "tf-call-16MiB",
+    "resnet50-grads",
+)
 HVD = "pytfcomm-horovod"  # whose reduce-16MiB-numpy is the TF rows' yardstick
 REF = "tf-mwms-ring"
 LIMIT = "limit: busbw = one core's memcpy"  # the machine's row (_limit_row)
@@ -482,7 +506,8 @@ def _print_table(results: dict[str, dict], n: int, title: str) -> None:
     print(f"\n{head}{n} workers on 127.0.0.1; ratios vs {REF} (higher = pytfcomm better)\n")
     print(
         "| backend | reduce 16 MiB (ms) | same, per op of 8 in one tf.function (ms) "
-        "| same from NumPy (ms) | ResNet-50 grads (ms) | train (examples/s) "
+        "| same from NumPy (ms) | TF's own call, identity of 16 MiB (ms) "
+        "| ResNet-50 grads (ms) | train (examples/s) "
         "| Keras fit (examples/s) | Keras fit, steps only (examples/s) |"
     )
     print("|---|" + "---:|" * len(KEYS))

@@ -53,8 +53,15 @@ def test_tf_against_numpy_on_the_horovod_path(capsys: pytest.CaptureFixture[str]
     tm._print_table(runs[0], 2, "")
     tm._print_spread(runs)
     out = capsys.readouterr().out
-    assert "call per all-reduce 1.30x; per all-reduce inside one tf.function 1.05x" in out
+    assert "call per all-reduce 1.30x; per all-reduce inside one tf.function 1.05x\n" in out
     assert "1.20 / 1.25 / 1.30 (2); per all-reduce inside one tf.function 1.00 / 1.02 / 1.05" in out
+    # TF's own call (an identity tf.function) has a column of its own, in ms.
+    runs[0]["pytfcomm-horovod"]["tf-call-16MiB"] = 0.4
+    tm._print_table(runs[0], 2, "")
+    out = capsys.readouterr().out
+    row = next(x for x in out.splitlines() if x.startswith("| pytfcomm-horovod |"))
+    cells = [c.strip() for c in row.split("|")[2:-1]]
+    assert cells[tm.KEYS.index("tf-call-16MiB")] == "400.00"
 
 
 def test_interleaved_timing_alternates_and_divides_per_operation(monkeypatch) -> None:

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._launch import free_ports
-from benchmarks._registry import worker_pythonpath
+from benchmarks._registry import import_installed_pytfcomm, worker_pythonpath
 from benchmarks.tf_local import interleaved
 
 BACKENDS = ("pytfcomm-mwms", "tf-mwms-ring", "pytfcomm-horovod")
@@ -413,13 +413,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def malloc_hugepages(environ: Mapping[str, str]) -> dict[str, str]:
-    """What ``pytfcomm-run`` adds to its ranks' environment (``pytfcomm._launch.plan``;
-    not imported: this process may see the checkout's ``pytfcomm/``, without ``_core``)."""
-    current = environ.get("GLIBC_TUNABLES", "")
-    if "glibc.malloc.hugetlb=" in current:
-        return {}
-    tunable = "glibc.malloc.hugetlb=1"
-    return {"GLIBC_TUNABLES": f"{current}:{tunable}" if current else tunable}
+    """What ``pytfcomm-run`` adds to its ranks' environment: its own rule
+    (``pytfcomm._launch.plan``), from the installed package (the checkout's ``pytfcomm/``
+    may lack ``_core``); importing it loads no TensorFlow."""
+    import_installed_pytfcomm()
+    from pytfcomm._launch.plan import malloc_hugepages as launcher_rule
+
+    return launcher_rule(environ)
 
 
 KEYS = (

@@ -150,6 +150,8 @@ def run_backend(
         # take CPU from the ranks on small machines (the same for every backend).
         base_env.setdefault("OPENBLAS_NUM_THREADS", "1")
         base_env.update(spec.env)
+        if spec.pythonpath:  # another build of pytfcomm comes first
+            base_env["PYTHONPATH"] = spec.pythonpath + os.pathsep + pypath
         ports = ",".join(map(str, free_ports(max(nproc, 1))))
         procs, logs = [], []
         t0 = time.monotonic()

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,6 +40,8 @@ class Spec:
     # The machine's ceiling for this backend's transport (benchmarks/_limits.py):
     # "memcpy" for shared memory, "tcp" for one loopback TCP stream.
     limit: str = "tcp"
+    # Put before the workers' PYTHONPATH: another build of pytfcomm (see baseline()).
+    pythonpath: str = ""
 
 
 BACKENDS: list[Spec] = [
@@ -94,8 +96,24 @@ BACKENDS: list[Spec] = [
 ]
 
 
-def by_name(name: str) -> Spec | None:
+BASELINE_SUFFIX = "@base"
+
+
+def by_name(name: str, baseline: str = "") -> Spec | None:
+    """The backend called ``name``; ``NAME@base`` (with a ``baseline`` directory) is
+    pytfcomm backend NAME run with the build of pytfcomm installed there."""
+    if name.endswith(BASELINE_SUFFIX) and baseline:
+        spec = by_name(name.removesuffix(BASELINE_SUFFIX))
+        if spec is None or not spec.name.startswith("pytfcomm"):
+            return None
+        return baseline_spec(spec, baseline)
     return next((s for s in BACKENDS if s.name == name), None)
+
+
+def baseline_spec(spec: Spec, directory: str) -> Spec:
+    """``spec`` run with the pytfcomm installed in ``directory`` (``pip install --target``
+    of another commit): the same benchmark, before and after a change, in one sitting."""
+    return replace(spec, name=spec.name + BASELINE_SUFFIX, pythonpath=os.path.abspath(directory))
 
 
 def _pytfcomm_reason() -> str | None:

@@ -74,13 +74,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run every backend this many times, alternating (A B, B A, ...); a size's time is "
         "the median over rounds, and each ratio's spread over rounds is printed (default 1)",
     )
+    p.add_argument(
+        "--baseline",
+        metavar="DIR",
+        default="",
+        help="also run each pytfcomm backend NAME as NAME@base, with the pytfcomm installed in "
+        "DIR (pip install --target DIR of another commit): before/after in one sitting",
+    )
     p.add_argument("--json", metavar="PATH", help="write raw medians + metadata here")
     p.add_argument("--plot", metavar="PATH", help="write a busbw-vs-size PNG here")
     p.add_argument("--quiet", action="store_true", help="no per-size progress on stderr")
     args = p.parse_args(argv)
     args.size_list = parse_sizes(args.sizes)
     args.backend_list = [b.strip() for b in args.backends.split(",") if b.strip()]
-    unknown = [b for b in args.backend_list if _registry.by_name(b) is None]
+    if args.baseline:
+        if not os.path.isdir(os.path.join(args.baseline, "pytfcomm")):
+            p.error(f"--baseline {args.baseline}: no pytfcomm package in it")
+        with_base = []
+        for b in args.backend_list:
+            with_base.append(b)
+            if b.startswith("pytfcomm") and not b.endswith(_registry.BASELINE_SUFFIX):
+                with_base.append(b + _registry.BASELINE_SUFFIX)
+        args.backend_list = with_base
+    unknown = [b for b in args.backend_list if _registry.by_name(b, args.baseline) is None]
     if unknown:
         p.error(f"unknown backend(s) {unknown}; known: {names}")
     if args.np < 1 or args.iters < 1 or args.warmup < 0 or args.large_warmup < 0:
@@ -107,6 +123,7 @@ def run_metadata(args: argparse.Namespace) -> dict[str, Any]:
         "large_warmup": args.large_warmup,
         "large_size": parse_bytes(args.large_size),
         "rounds": args.rounds,
+        "baseline": os.path.abspath(args.baseline) if args.baseline else None,
         "statistic": "median over iterations of the per-iteration max over ranks"
         + (", then the median over rounds" if args.rounds > 1 else ""),
         "command": shlex.join([sys.executable, *_invocation()]),
@@ -117,7 +134,7 @@ def _run_backend(
     name: str, args: argparse.Namespace, worker_common: list[str], skipped: dict[str, str], k: int
 ) -> dict[str, Any] | None:
     """One run of one backend over its sizes; None (and a reason in ``skipped``) if it cannot."""
-    spec = _registry.by_name(name)
+    spec = _registry.by_name(name, args.baseline)
     assert spec is not None
     reason = _registry.unavailable_reason(spec)
     sizes = args.size_list
@@ -193,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds > 1:
         print(_report.rounds_table(runs, args.size_list, args.ref))
     limits = _limits.measure(args.size_list, kinds=("memcpy", "tcp", "bound"), ranks=args.np)
-    kinds = {r["name"]: _registry.by_name(r["name"]).limit for r in runs}
+    kinds = {r["name"]: _registry.by_name(r["name"], args.baseline).limit for r in runs}
     print(_report.limit_table(runs, args.size_list, limits, kinds))
     meta["limits"] = limits.as_json()
     meta["limit_kinds"] = kinds

@@ -5,7 +5,9 @@ round (canned summaries), plus one real two-round run of two pytfcomm transports
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,45 @@ def test_two_real_rounds_alternate_and_report_every_round(
         for r in rows:
             assert r["ok"] and len(r["round_us"]) == 2
             assert r["time_us"] == pytest.approx(sum(r["round_us"]) / 2)  # median of two
+
+
+def test_baseline_dir_must_hold_a_pytfcomm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--baseline", str(tmp_path)])
+    assert "no pytfcomm package in it" in capsys.readouterr().err
+
+
+def test_baseline_runs_the_other_build_beside_this_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--baseline DIR`` adds NAME@base for each pytfcomm backend, its workers importing
+    pytfcomm from DIR first: here a link to the installed build, so the two must agree
+    on results while the JSON shows which package each one ran."""
+    installed = subprocess.run(
+        [sys.executable, "-c", "import os, pytfcomm; print(os.path.dirname(pytfcomm.__file__))"],
+        cwd=tempfile.gettempdir(), capture_output=True, text=True, check=True, timeout=120,
+    ).stdout.strip()  # fmt: skip
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "pytfcomm").symlink_to(installed, target_is_directory=True)
+    out = tmp_path / "b.json"
+    rc = bench.main(
+        [
+            "--np", "2", "--sizes", "4K", "--backends", "pytfcomm-tcp", "--ref", "pytfcomm-tcp",
+            "--baseline", str(base), "--iters", "3", "--warmup", "1", "--timeout", "120",
+            "--json", str(out), "--quiet",
+        ]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert rc == 0, captured.out + captured.err
+    assert "pytfcomm-tcp@base" in captured.out
+    doc = json.loads(out.read_text())
+    assert sorted(doc["backends"]) == ["pytfcomm-tcp", "pytfcomm-tcp@base"]
+    assert doc["meta"]["baseline"] == str(base)
+    versions = doc["meta"]["versions"]
+    assert versions["pytfcomm-tcp@base"]["path"] == str(base / "pytfcomm")
+    assert versions["pytfcomm-tcp"]["path"] == installed
+    for name in ("pytfcomm-tcp", "pytfcomm-tcp@base"):
+        assert all(r["ok"] for r in doc["backends"][name]["rows"]), doc["backends"][name]

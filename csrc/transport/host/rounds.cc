@@ -171,12 +171,12 @@ void HostTransport::send_steps() {
     std::vector<size_t>& sizes = bundle_sizes_;
     recs.resize(count);
     sizes.resize(count);
+    recs[0] = round_outbox();  // in step 0's bundle already: copied only after
     sizes[0] = own_bytes_;
     for (size_t i = 1; i < count; ++i) {
       recs[i] = bundled_record((rank_ + static_cast<int>(i)) % size(), &sizes[i]);
     }
     char* out = bundles_out_[round_ & 1][static_cast<size_t>(s)].get();
-    if (s == 0) recs[0] = out + bundle_table_bytes(1);  // already there
     const size_t bytes =
         write_bundle(out, static_cast<uint32_t>(rank_), recs.data(), sizes.data(), count);
     const int dst = step_dst(s);

@@ -40,7 +40,7 @@ class Spec:
     # The machine's ceiling for this backend's transport (benchmarks/_limits.py):
     # "memcpy" for shared memory, "tcp" for one loopback TCP stream.
     limit: str = "tcp"
-    # Put before the workers' PYTHONPATH: another build of pytfcomm (see baseline()).
+    # Put before the workers' PYTHONPATH: another build of pytfcomm (see baseline_spec()).
     pythonpath: str = ""
 
 

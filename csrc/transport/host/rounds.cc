@@ -40,13 +40,22 @@ int step_count(int size) {
   return s;
 }
 
+// The step whose bundle carries the record of the rank j above this one
+// (0 < j < size): the s with 2^s <= j < 2^(s+1), at index j - 2^s.
+int step_carrying(int j) {
+  int s = 0;
+  while ((2 << s) <= j) ++s;
+  return s;
+}
+
 }  // namespace
 
 int HostTransport::step_src(int s) const { return (rank_ + (1 << s)) % size(); }
 int HostTransport::step_dst(int s) const { return (rank_ - (1 << s) % size() + size()) % size(); }
+int HostTransport::above(int r) const { return (r - rank_ + size()) % size(); }
 bool HostTransport::hears_from(int r) const {
   if (area_bytes_) return true;
-  const int j = (r - rank_ + size()) % size();  // a step's source is 2^s above
+  const int j = above(r);  // a step's source is 2^s above
   return j > 0 && (j & (j - 1)) == 0;
 }
 size_t HostTransport::step_records(int s) const {
@@ -145,11 +154,8 @@ bool HostTransport::bundle_here(int s) {
 }
 
 const char* HostTransport::bundled_record(int q, size_t* bytes) {
-  // Rank q's record came in the bundle of the step s with 2^s <= j < 2^(s+1),
-  // j = how far above this rank q is, at index j - 2^s.
-  const int j = (q - rank_ + size()) % size();
-  int s = 0;
-  while ((2 << s) <= j) ++s;
+  const int j = above(q);
+  const int s = step_carrying(j);
   const BundleView& v = views_[static_cast<size_t>(s)];
   const size_t i = static_cast<size_t>(j - (1 << s));
   size_t n = 0;
@@ -192,10 +198,7 @@ void HostTransport::send_steps() {
 
 bool HostTransport::has_record(int r) const {
   if (area_bytes_) return areas_.published(r, round_);
-  const int j = (r - rank_ + size()) % size();
-  int s = 0;
-  while ((2 << s) <= j) ++s;
-  return pairs_[step_src(s)]->record_ready(round_);
+  return pairs_[step_src(step_carrying(above(r)))]->record_ready(round_);
 }
 
 bool HostTransport::round_started() {

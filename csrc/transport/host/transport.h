@@ -111,6 +111,8 @@ class HostTransport : public transport::Transport {
   // Rounds in frames (rounds.cc): step s's peers (the bundle comes from
   // step_src, goes to step_dst) and how many records it carries.
   int step_src(int s) const;
+  // How far above this rank r is, mod size.
+  int above(int r) const;
   // Whether rank r sends this rank frames in rounds (always over the areas).
   bool hears_from(int r) const;
   int step_dst(int s) const;

@@ -114,6 +114,7 @@ transport::StallVerdict StallInspector::on_deadline(TimePoint /*now*/) noexcept 
   transport::StallVerdict v;
   if (!active_ || final_asked_at_ == TimePoint{}) return v;
   try {
+    v.asked = true;
     // A rank that did not answer the last question is not inside pytfcomm
     // (hung, stopped, late); one that answered from an older collective is
     // stuck there. Every other rank is waiting like this one.
@@ -125,6 +126,7 @@ transport::StallVerdict StallInspector::on_deadline(TimePoint /*now*/) noexcept 
       if (pv.heard_at == TimePoint{} || pv.heard_at < final_asked_at_) {
         why = str_cat(who, " has not joined this collective or stopped answering (no reply to a ",
                       "status query: hung, stopped, or busy outside pytfcomm)");
+        v.silent.push_back(p);
       } else if (pv.meta.seq < meta_.seq) {
         why = str_cat(who, " is still in ",
                       algorithms::kind_name(static_cast<algorithms::CollectiveKind>(pv.meta.kind)),

@@ -54,7 +54,14 @@ enum StatusFlags : uint32_t {
 // What a status observer learned about a wait that reached its deadline.
 struct StallVerdict {
   std::vector<int> culprits;  // ranks holding the collective back (hung, late, behind)
-  std::string text;           // a sentence naming them and their hosts ("": nothing known)
+  // Those of them that did not answer the last status query: not reading
+  // their connections, so not worth last words. A culprit that answered
+  // (still in an older collective, or idle because the round reached it
+  // only through a stopped rank) reads frames and must get the ABORT, or it
+  // would take the closed connection for a lost peer.
+  std::vector<int> silent;
+  bool asked = false;  // every rank was asked: silent is known (else suspect all waited on)
+  std::string text;    // a sentence naming them and their hosts ("": nothing known)
   // Later than the deadline: this rank waits only on ranks that are
   // themselves waiting, so it waits this long more and lets a rank that
   // waits on a culprit directly time out first (and tell it why).

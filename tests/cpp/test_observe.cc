@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/communicator.h"
+#include "observe/stall_inspector.h"
 #include "observe/timeline.h"
 #include "test_util.h"
 #include "transport/wire_check.h"
@@ -75,6 +76,33 @@ TEST(StallInspector, NamesTheLateRank) {
   EXPECT_NE(err.find("Holding it back: rank 1 ("), std::string::npos) << err;
   EXPECT_EQ(err.find("Holding it back: rank 0"), std::string::npos) << err;
   EXPECT_EQ(err.find("Holding it back: rank 2"), std::string::npos) << err;
+}
+
+// The verdict at a deadline: every rank that did not answer the last status
+// query or answered from an older collective holds the collective back and
+// is named, but only the silent ones are denied last words (check_deadline):
+// a rank that answered reads its frames, and without the ABORT it would take
+// the closed connection for a lost peer (docs/negotiation.md, Limits).
+TEST(StallInspector, VerdictTellsSilentRanksFromAnsweringOnes) {
+  StallInspector s(/*rank=*/0, /*size=*/4, /*threshold_s=*/0);
+  transport::MessageMeta meta;
+  meta.seq = 5;
+  const TimePoint now = Clock::now();
+  // Began 0.9 s ago with a 1 s timeout: the last question is due.
+  s.begin(meta, "allreduce", 4096, 1.0, now - std::chrono::milliseconds(900));
+  EXPECT_FALSE(s.on_deadline(Clock::now()).asked);  // not asked yet: nothing known
+  s.on_block(Clock::now());
+  transport::MessageMeta older = meta, same = meta;
+  older.seq = 4;
+  s.on_status(1, older, 0);                              // answered, idle after an older collective
+  s.on_status(3, same, transport::kStatusInCollective);  // waiting like us
+  // rank 2 does not answer
+  transport::StallVerdict v = s.on_deadline(Clock::now());
+  EXPECT_TRUE(v.asked);
+  EXPECT_EQ(v.culprits, (std::vector<int>{1, 2}));
+  EXPECT_EQ(v.silent, (std::vector<int>{2}));
+  EXPECT_NE(v.text.find("rank 1 is still in"), std::string::npos) << v.text;
+  EXPECT_NE(v.text.find("rank 2 has not joined"), std::string::npos) << v.text;
 }
 
 // Three ranks as threads; rank 1 stays away from its second all-reduce

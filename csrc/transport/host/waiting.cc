@@ -50,8 +50,14 @@ void HostTransport::check_deadline() {
   std::string waiting;
   for (int peer : waited) waiting += str_cat(waiting.empty() ? "" : ", ", describe_peer(peer));
   // A hung rank would not read our last words: give it none (abort() then
-  // does not wait for it). Without a verdict, suspect those we wait on.
-  for (int peer : v.culprits.empty() ? waited : v.culprits) {
+  // does not wait for it). With a verdict, that is a rank that did not
+  // answer the last status query. One that answered reads its frames: it
+  // is stuck in an older collective, or idle because news of this round
+  // reaches it only through the hung rank (rounds over frames forward
+  // records, rounds.cc). Without the ABORT it would report this rank as
+  // lost. Without a verdict (the ranks were not asked), suspect those we
+  // wait on.
+  for (int peer : v.asked ? v.silent : waited) {
     if (peer >= 0 && peer < size() && pairs_[peer]) pairs_[peer]->mark_gone();
   }
   auto round = [](double x) { return static_cast<int64_t>(x * 100 + 0.5) / 100.0; };

@@ -1,14 +1,16 @@
 // libFuzzer target for everything pytfcomm parses off the network: the
 // acceptor's handshake state machine (the code every listener runs), the
 // validators of challenges, confirmations, join replies, address tables and
-// frame headers (data, status, beat, round and abort frames), and negotiation
-// records (engine/round_record.h). Build and run with fuzz/run.sh.
+// frame headers (data, status, beat, round and abort frames), negotiation
+// records (engine/round_record.h) and the bundles they travel in between
+// hosts (transport/host/bundle.h). Build and run with fuzz/run.sh.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
 #include "engine/round_record.h"
+#include "transport/host/bundle.h"
 #include "transport/tcp/handshake.h"
 #include "transport/wire_check.h"
 
@@ -51,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   static const AuthConfig with_secret{"fuzzing-secret-0123456789", 0};
   static const AuthConfig without_secret{"", 1};
-  uint8_t mode = data[0] % 5;
+  uint8_t mode = data[0] % 6;
   data++;
   size--;
   switch (mode) {
@@ -85,6 +87,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const char* base = reinterpret_cast<const char*>(data);
         if (a.data && (a.data < base || a.data + a.data_bytes > base + size)) __builtin_trap();
         if (a.data && a.data_bytes != a.desc.count * pytfcomm::dtype_size(a.desc.dtype)) {
+          __builtin_trap();
+        }
+      }
+      break;
+    }
+    case 4: {
+      // A bundle of negotiation records from a hostile peer: every record
+      // accepted lies inside the bundle and within the record limit.
+      pytfcomm::host::BundleView v;
+      const uint32_t count = 1 + (size % 4);
+      if (!pytfcomm::host::parse_bundle(reinterpret_cast<const char*>(data), size, 3, count, 512,
+                                        &v)
+               .empty()) {
+        break;
+      }
+      if (v.offset.size() != count || v.bytes.size() != count) __builtin_trap();
+      for (uint32_t i = 0; i < count; ++i) {
+        if (v.bytes[i] > 512 || v.offset[i] > size || v.bytes[i] > size - v.offset[i]) {
           __builtin_trap();
         }
       }

@@ -31,10 +31,18 @@ def main() -> None:
     proof = struct.pack("<II", PROOF_MAGIC, 0) + bytes(32)
     (out / "seed_secret_hello").write_bytes(b"\0" + chunked(hello(2, 1, 4, 1)))
     (out / "seed_plain_handshake").write_bytes(b"\1" + chunked(hello(1, 2, 4, 0) + proof))
-    (out / "seed_frame").write_bytes(b"\4" + struct.pack("<IIQ", 0x41544144, 0, 64) + bytes(24))
+    (out / "seed_frame").write_bytes(b"\5" + struct.pack("<IIQ", 0x41544144, 0, 64) + bytes(24))
     # An ABRT frame of a rank that timed out (reserved = kAbortTimeout), 40 bytes of reason.
-    (out / "seed_abort").write_bytes(b"\4" + struct.pack("<IIQ", 0x54524241, 1, 40) + bytes(24))
+    (out / "seed_abort").write_bytes(b"\5" + struct.pack("<IIQ", 0x54524241, 1, 40) + bytes(24))
     (out / "seed_record").write_bytes(b"\3" + record())
+    (out / "seed_bundle").write_bytes(b"\4" + bundle())
+
+
+def bundle() -> bytes:
+    """A bundle (transport/host/bundle.h) of rank 3's record alone, 16 bytes: 128
+    bytes in all, so the target expects one record (1 + 128 % 4)."""
+    head = struct.pack("<IIIIQ", 0x4C444E42, 1, 3, 0, 16).ljust(64, b"\0")
+    return head + bytes(range(16)).ljust(64, b"\0")
 
 
 def record() -> bytes:

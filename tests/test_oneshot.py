@@ -36,6 +36,20 @@ def test_auto_picks_it_up_to_the_limit_and_not_beyond() -> None:
         assert picked[65540] != "oneshot" and picked[1 << 20] == "ring", picked
 
 
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_limit_over_frames_shrinks_above_three_ranks(transport: str) -> None:
+    """Over frames an in-round all-reduce brings each of 4 ranks 3 inputs: the limit
+    there is 2/3 of PYTFCOMM_ONESHOT_BYTES (docs/transports.md), while records in
+    shared memory keep all of it."""
+    env = {"PYTFCOMM_TRANSPORT": transport}
+    results = run_ranks(4, "oneshot_workers:algorithms_picked", [32768, 65536], env=env)
+    for res in results:
+        assert res["ok"], res
+        assert res["picked"][32768] == "oneshot", res
+        want = "recursive_doubling" if transport == "tcp" else "oneshot"
+        assert res["picked"][65536] == want, res
+
+
 def test_ranks_agree_on_the_smallest_limit() -> None:
     # Rank 1 allows only 4 KiB: nobody may pick one-shot above that.
     envs = [{"PYTFCOMM_ONESHOT_BYTES": "4096" if r == 1 else "65536"} for r in range(3)]

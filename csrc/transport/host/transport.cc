@@ -169,10 +169,13 @@ bool HostTransport::send_status(int peer, const transport::MessageMeta& meta,
 
 std::vector<int> HostTransport::pending_peers() const {
   std::vector<int> out = active_;
-  // Waiting in a round over the areas: the peers that have not published it.
-  if (area_bytes_ > 0 && published_) {
+  // Waiting in a round: the peers whose record has not come (over frames,
+  // they may be farther than the peers this rank hears from).
+  if (published_ && (area_bytes_ > 0 || steps_ > 0)) {
     for (int r = 0; r < size(); ++r) {
-      if (r != rank_ && !areas_.published(r, round_)) out.push_back(r);
+      if (r != rank_ && !has_record(r) && std::find(out.begin(), out.end(), r) == out.end()) {
+        out.push_back(r);
+      }
     }
   }
   return out;

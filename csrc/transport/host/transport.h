@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/host/bundle.h"
 #include "transport/host/pair.h"
 #include "transport/host/wait_policy.h"
 #include "transport/net/peer.h"
@@ -107,6 +108,21 @@ class HostTransport : public transport::Transport {
   void check_round_peers();
   // Whether rank r's record of the armed round is here (r != rank_).
   bool has_record(int r) const;
+  // Rounds in frames (rounds.cc): step s's peers (the bundle comes from
+  // step_src, goes to step_dst) and how many records it carries.
+  int step_src(int s) const;
+  // How far above this rank r is, mod size.
+  int above(int r) const;
+  // Whether rank r sends this rank frames in rounds (always over the areas).
+  bool hears_from(int r) const;
+  int step_dst(int s) const;
+  size_t step_records(int s) const;
+  void size_inboxes(size_t record_bytes);
+  // Step s's bundle of the armed round is here (checked; throws if corrupt).
+  bool bundle_here(int s);
+  const char* bundled_record(int rank, size_t* bytes);
+  // Sends the bundles of every step whose records are here.
+  void send_steps();
   void add_active(int peer);
 
   // epoll data of the wake eventfd (peers use their rank).
@@ -140,8 +156,14 @@ class HostTransport : public transport::Transport {
   shm::OneShotAreas areas_;
   size_t area_bytes_ = 0;  // > 0: rounds go through the areas
   // ... or frames (records come in through each Pair's inbox).
-  size_t frame_bytes_ = 0;
-  Buffer frame_out_[2];  // by round parity
+  size_t frame_bytes_ = 0;                // the most one record may take
+  int steps_ = 0;                         // ceil(log2 size)
+  int sent_steps_ = 0;                    // bundles of the armed round sent
+  std::vector<Buffer> bundles_out_[2];    // by round parity, one per step
+  std::vector<BundleView> views_;         // per step, of the armed round
+  std::vector<bool> parsed_;              // views_[s] is of the armed round
+  std::vector<const char*> bundle_recs_;  // send_steps()' scratch
+  std::vector<size_t> bundle_sizes_;
   uint64_t round_ = 0;
   size_t own_bytes_ = 0;
   bool published_ = false;

@@ -154,12 +154,16 @@ void HostTransport::block_once(const std::function<bool()>& pred, TimePoint wake
 void HostTransport::check_round_peers() {
   // Negotiating: a peer that is gone will never publish again. In a round,
   // the peers whose record has not come; between rounds, every peer (this
-  // rank waits for them to ask for its collectives).
+  // rank waits for them to ask for its collectives). Over frames, in a
+  // round, only the peers this rank hears from: a rank farther away may
+  // have finished the round and left before its record, forwarded by
+  // others, got here; one that is lost instead is seen by the rank it
+  // sends to, whose abort reaches every rank.
   if (!negotiating_) return;
   for (int r = 0; r < size(); ++r) {
     if (r == rank_ || !pairs_[r] || !pairs_[r]->idle_for_records()) continue;
     pairs_[r]->check_idle(context_);  // its record (or ABORT) may be here by now
-    if (published_ && has_record(r)) continue;
+    if (published_ && (has_record(r) || !hears_from(r))) continue;
     pairs_[r]->check_alive(context_);
   }
 }

@@ -65,35 +65,51 @@ def _run_until_survivors_finish(
     return [outcomes[r] for r in range(n)]
 
 
+def _check_survivors(kind: str, transport: str, n: int, victim: int) -> None:
+    allowed, limit = CASES[kind]
+    timeout = HANG_TIMEOUT if kind == "sigstop" else 30.0
+    outcomes = _run_until_survivors_finish(n, kind, timeout, victim, transport)
+    # "rank 2 (127.0.0.1:PORT" (the last rank listens on no port): the
+    # victim and its address, never a survivor that relayed the news.
+    named = re.compile(rf"rank {victim} \(127\.0\.0\.1[:,)]")
+    for r in range(n):
+        if r == victim:
+            continue
+        ok, res = outcomes[r]
+        where = f"{kind}/{transport}, {n} ranks, victim {victim}, rank {r}"
+        assert ok, f"{where}: {res}"
+        assert res["type"] in allowed, (where, res)
+        assert named.search(res["message"]), (where, res["message"])
+        assert res["closed_after_error"], (where, res)
+        assert res["t_injured"] is not None, (where, res)
+        delay = res["t_err"] - res["t_injured"]
+        assert delay < limit, (where, delay, res)
+        if kind == "sigstop":
+            assert delay > HANG_TIMEOUT * 0.5, (where, delay, res)  # not before the deadline
+        # The communicator let go of everything: no thread, no descriptor left.
+        assert res["leaked_tasks"] == 0, (where, res)
+        assert res["leaked_fds"] == [], (where, res["leaked_fds"])
+    if kind in ("sigkill", "sigstop"):
+        assert not outcomes[victim][0]  # the victim left no result
+
+
 @pytest.mark.parametrize("transport", ["tcp", "shm", "shm-byref", "striped"])
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_every_survivor_names_the_lost_rank(kind: str, transport: str) -> None:
-    allowed, limit = CASES[kind]
-    timeout = HANG_TIMEOUT if kind == "sigstop" else 30.0
     for n, victim in RUNS:
-        outcomes = _run_until_survivors_finish(n, kind, timeout, victim, transport)
-        # "rank 2 (127.0.0.1:PORT" (the last rank listens on no port): the
-        # victim and its address, never a survivor that relayed the news.
-        named = re.compile(rf"rank {victim} \(127\.0\.0\.1[:,)]")
-        for r in range(n):
-            if r == victim:
-                continue
-            ok, res = outcomes[r]
-            where = f"{kind}/{transport}, {n} ranks, victim {victim}, rank {r}"
-            assert ok, f"{where}: {res}"
-            assert res["type"] in allowed, (where, res)
-            assert named.search(res["message"]), (where, res["message"])
-            assert res["closed_after_error"], (where, res)
-            assert res["t_injured"] is not None, (where, res)
-            delay = res["t_err"] - res["t_injured"]
-            assert delay < limit, (where, delay, res)
-            if kind == "sigstop":
-                assert delay > HANG_TIMEOUT * 0.5, (where, delay, res)  # not before the deadline
-            # The communicator let go of everything: no thread, no descriptor left.
-            assert res["leaked_tasks"] == 0, (where, res)
-            assert res["leaked_fds"] == [], (where, res["leaked_fds"])
-        if kind in ("sigkill", "sigstop"):
-            assert not outcomes[victim][0]  # the victim left no result
+        _check_survivors(kind, transport, n, victim)
+
+
+@pytest.mark.parametrize("kind", ["sigkill", "sigstop"])
+def test_lost_rank_named_with_three_forwarding_steps(kind: str) -> None:
+    """Over TCP, negotiation records are forwarded in ceil(log2 N) steps
+    (docs/negotiation.md): with 5 and 6 ranks, three, so a survivor hears of
+    the victim's absence through other survivors' bundles, 1, 2 and 4 ranks
+    above it. Every survivor must still raise the victim's error and name it,
+    not a survivor that relayed it. (The runs above, 3 and 4 ranks, have one
+    or two steps.)"""
+    for n, victim in ((6, 1), (5, 3)):
+        _check_survivors(kind, "tcp", n, victim)
 
 
 def test_shape_mismatch_is_an_error_on_every_rank() -> None:

@@ -82,7 +82,7 @@ TEST(StallInspector, NamesTheLateRank) {
 // query or answered from an older collective holds the collective back and
 // is named, but only the silent ones are denied last words (check_deadline):
 // a rank that answered reads its frames, and without the ABORT it would take
-// the closed connection for a lost peer (docs/negotiation.md, Limits).
+// the closed connection for a lost peer (docs/reliability.md).
 TEST(StallInspector, VerdictTellsSilentRanksFromAnsweringOnes) {
   StallInspector s(/*rank=*/0, /*size=*/4, /*threshold_s=*/0);
   transport::MessageMeta meta;

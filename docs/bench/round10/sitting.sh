@@ -1,28 +1,5 @@
 #!/bin/bash
 # Round10: the log-depth negotiation over frames and the one-shot limit over frames,
 # back on 2fda433 (the deadline verdict they needed) after their revert in 705fab4;
-# before/after in one sitting. Every table runs pytfcomm's backends both from this
-# checkout's installed build and from 2fda433's (NAME@base, installed with pip --target
-# into $BASE), with the MPI peer, in alternating rounds.
-set -u
-cd "$(dirname "$0")/../../.."
-O=docs/bench/round10
-PY=.venv/bin/python
-BASE=${BASE:-/tmp/pytfcomm-base-2fda433}
-if [ ! -d "$BASE/pytfcomm" ]; then
-  WT=$(mktemp -d)/base
-  git worktree add --detach "$WT" 2fda433
-  $PY -m pip install -q --no-deps --no-build-isolation --target "$BASE" "$WT"
-  git worktree remove --force "$WT"
-fi
-rm -f $O/*.txt $O/*.json
-AR="$PY -m benchmarks.allreduce --quiet --baseline $BASE"
-echo "start $(date -u '+%F %T') UTC, commit $(git rev-parse --short HEAD), base 2fda433" > $O/sitting.txt
-$AR --np 4 --sizes 4K..256K --backends pytfcomm-tcp,mpi-tcp --ref pytfcomm-tcp --iters 100 --rounds 7 --json $O/tcp4_small.json > $O/tcp4_small.txt 2>&1
-$AR --np 4 --sizes 1M..4M:2 --backends pytfcomm-tcp,mpi-tcp --ref pytfcomm-tcp --iters 20 --rounds 5 --json $O/tcp4.json > $O/tcp4.txt 2>&1
-$AR --np 8 --sizes 4K..1M --backends pytfcomm-tcp,mpi-tcp --ref pytfcomm-tcp --iters 50 --rounds 5 --json $O/tcp8.json > $O/tcp8.txt 2>&1
-$AR --np 2 --sizes 4K..64M --backends pytfcomm-tcp,mpi-tcp --ref pytfcomm-tcp --iters 50 --rounds 7 --json $O/tcp2.json > $O/tcp2.txt 2>&1
-# Shared memory on one host keeps its areas: no change expected, so this table shows
-# how far two runs of the same code path drift apart on this VM.
-$AR --np 4 --sizes 4K..1M --backends pytfcomm,mpi-shm --ref pytfcomm --iters 30 --rounds 7 --json $O/shm4.json > $O/shm4.txt 2>&1
-echo "end $(date -u '+%F %T') UTC" >> $O/sitting.txt
+# before/after in one sitting: round9's sitting, with 2fda433's build as the base.
+O=docs/bench/round10 BASE_COMMIT=2fda433 exec bash "$(dirname "$0")/../round9/sitting.sh"

@@ -12,8 +12,10 @@ secret PYTFCOMM_SECRET; its output lines are prefixed with ``[rank] ``. When a r
 the others are stopped and the launcher exits with that rank's code, or with
 ``--restarts N`` starts every rank again, up to N times (``PYTFCOMM_RESTART_COUNT`` tells
 the ranks which run they are in). ``--gpus-per-rank N`` sets each rank's
-CUDA_VISIBLE_DEVICES to its N GPUs (``_launch/gpus.py``). Under ``srun`` or ``mpirun``
-no launcher is needed: ``pytfcomm.init()`` reads their variables.
+CUDA_VISIBLE_DEVICES to its N GPUs (``_launch/gpus.py``). Local ranks are bound to their
+share of this machine's cores unless ``--bind-to none`` (``_launch/binding.py``).
+Under ``srun`` or ``mpirun`` no launcher is needed: ``pytfcomm.init()`` reads their
+variables.
 docs/launching.md describes every option; docs/security.md the secret.
 
 This module imports neither TensorFlow nor anything that needs it.
@@ -29,6 +31,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
+from ._launch.binding import BIND_CHOICES, cpu_list, local_bindings
 from ._launch.gpus import GPUS_PER_RANK_VAR, assign_gpus, visible_gpus
 from ._launch.hosts import (
     Host,
@@ -176,6 +179,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(malloc asks for transparent huge pages: TF's large tensors then all-reduce as "
         "fast as NumPy's) unless GLIBC_TUNABLES already sets it",
     )
+    p.add_argument(
+        "--bind-to",
+        choices=BIND_CHOICES,
+        default="core",
+        help="core (default): bind each rank on this machine to its share of the cores this "
+        "launcher may use (whole cores each; with more ranks than cores, local rank r on "
+        "core r mod cores); none: ranks run wherever the scheduler puts them. Ranks on "
+        "remote hosts are not bound",
+    )
     p.add_argument("--no-prefix", action="store_true", help="relay output without '[rank] '")
     p.add_argument(
         "--output-dir",
@@ -257,6 +269,8 @@ def _rank_specs(
     local_hp = malloc_hugepages({**os.environ, **exported}) if hugepages else {}
     remote_hp = malloc_hugepages(exported) if hugepages else {}
     gpu_envs = _gpu_envs(args, placements, exported)
+    local_size = next((p.local_size for p in placements if p.host.local), 0)
+    cpus = local_bindings(local_size) if args.bind_to == "core" and local_size else []
     base = {**local_env(os.environ), **exported}
     passthrough = {**remote_passthrough(os.environ), **exported}
     specs = []
@@ -264,7 +278,8 @@ def _rank_specs(
         env = {**rank_env, **runs, **gpu_env}
         if p.host.local:
             full = {**base, **env, **local_hp, "PYTFCOMM_SECRET": secret}
-            specs.append(RankSpec(p.rank, p.host.target, command, full))
+            bound = cpus[p.local_rank] if cpus else None
+            specs.append(RankSpec(p.rank, p.host.target, command, full, cpus=bound))
         else:
             argv = ssh_argv(
                 args.ssh_command,
@@ -305,6 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             say(summary)
             for s in specs:
                 where = "local" if s.stdin_line is None else "ssh"
+                if s.cpus is not None:
+                    where += f", cpus {cpu_list(s.cpus)}"
                 say(f"rank {s.rank} on {s.host} ({where}): {shlex.join(s.argv)[:300]}")
         return specs
 

@@ -41,12 +41,14 @@ except (OSError, AttributeError):
     _libc = None
 
 
-def _die_with_parent(parent: int) -> Callable[[], None]:
+def _child_setup(parent: int, cpus: frozenset[int] | None) -> Callable[[], None]:
     def preexec() -> None:
         if _libc is not None:
             _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the launcher died before prctl took effect
             os._exit(1)
+        if cpus is not None:  # --bind-to core (binding.py); inherited by every thread
+            os.sched_setaffinity(0, cpus)
 
     return preexec
 
@@ -90,13 +92,15 @@ def describe(status: int) -> str:
 
 @dataclass
 class RankSpec:
-    """How to start one rank: argv and full environment; ``stdin_line`` for ssh ranks."""
+    """How to start one rank: argv and full environment; ``stdin_line`` for ssh ranks;
+    ``cpus``: the CPUs a local rank is bound to (``--bind-to core``), None to inherit ours."""
 
     rank: int
     host: str
     argv: Sequence[str]
     env: Mapping[str, str]
     stdin_line: bytes | None = None
+    cpus: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -181,7 +185,7 @@ class Job:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_die_with_parent(os.getpid()),
+            preexec_fn=_child_setup(os.getpid(), spec.cpus),
         )
         assert popen.stdout is not None and popen.stderr is not None
         self._relay.add(spec.rank, os.dup(popen.stdout.fileno()), is_stderr=False)

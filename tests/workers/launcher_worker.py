@@ -14,7 +14,9 @@ Modes (every wait is bounded, so a broken launcher cannot leave these running lo
   FAIL_RANK exits only once STOP_RANK is seen stopped, writing the time to
   OUTDIR/failed_at;
 * ``wait``: write the pid, record the first SIGINT/SIGTERM in OUTDIR/got<r>, exit 0;
-* ``allreduce``: ``pytfcomm.init()`` and print an all-reduce, its argv and TF_CONFIG.
+* ``allreduce``: ``pytfcomm.init()`` and print an all-reduce, its argv and TF_CONFIG;
+* ``cpus``: write the CPUs this rank's main thread and a thread it starts may run on
+  to OUTDIR/cpus<r>.json (``--bind-to``).
 """
 
 from __future__ import annotations
@@ -134,6 +136,16 @@ def allreduce_mode() -> None:
         print(json.dumps({"rank": c.rank, "sum": total.tolist(), "argv": sys.argv[3:]}))
 
 
+def cpus_mode(out: Path) -> None:
+    import threading
+
+    seen: dict[str, list[int]] = {"main": sorted(os.sched_getaffinity(0))}
+    t = threading.Thread(target=lambda: seen.update(thread=sorted(os.sched_getaffinity(0))))
+    t.start()
+    t.join(MAX_WAIT)
+    _write(out / f"cpus{_rank()}.json", json.dumps(seen))
+
+
 def main() -> None:
     mode, out = sys.argv[1], Path(sys.argv[2])
     if mode == "env":
@@ -149,6 +161,8 @@ def main() -> None:
         wait_mode(out)
     elif mode == "allreduce":
         allreduce_mode()
+    elif mode == "cpus":
+        cpus_mode(out)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

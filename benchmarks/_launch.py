@@ -20,9 +20,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from benchmarks._registry import Spec, worker_pythonpath
+from benchmarks._registry import Spec, import_installed_pytfcomm, worker_pythonpath
 from benchmarks.backends._harness import PROGRESS_TAG
 
 FAIL_GRACE_S = 5.0  # after one rank fails, how long the others get before being killed
@@ -129,8 +130,35 @@ class _Echo:
                 print(f"  {self.prefix}: {msg}", file=sys.stderr, flush=True)
 
 
-def _commands(spec: Spec, nproc: int, worker_args: list[str]) -> list[list[str]]:
+BIND_CHOICES = ("none", "core")
+
+
+def bindings(bind_to: str, nproc: int) -> list[frozenset[int]] | None:
+    """Each rank's CPUs under ``--bind-to core``: ``pytfcomm-run``'s own rule, from the
+    installed package (the checkout's ``pytfcomm/`` may lack ``_core``); None for ``none``."""
+    if bind_to == "none":
+        return None
+    import_installed_pytfcomm()
+    from pytfcomm._launch.binding import local_bindings
+
+    return local_bindings(nproc)
+
+
+def pin_env(cpus: Sequence[frozenset[int]] | None) -> dict[str, str]:
+    """What ``benchmarks._pin`` reads: every rank's CPU list (empty without binding)."""
+    if cpus is None:
+        return {}
+    from pytfcomm._launch.binding import cpu_list
+
+    return {"BENCH_CPUS": ";".join(cpu_list(c) for c in cpus)}
+
+
+def _commands(
+    spec: Spec, nproc: int, worker_args: list[str], pinned: bool = False
+) -> list[list[str]]:
     py = [sys.executable, "-u", "-m", spec.module, *worker_args]
+    if pinned:  # each rank binds itself before the library starts (benchmarks/_pin.py)
+        py = [sys.executable, "-m", "benchmarks._pin", *py]
     if spec.launcher == "mpirun":
         root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
         return [["mpirun", "-np", str(nproc), *root, *spec.mpi_args, *py]]
@@ -138,18 +166,25 @@ def _commands(spec: Spec, nproc: int, worker_args: list[str]) -> list[list[str]]
 
 
 def run_backend(
-    spec: Spec, nproc: int, worker_args: list[str], timeout_s: float, verbose: bool = False
+    spec: Spec,
+    nproc: int,
+    worker_args: list[str],
+    timeout_s: float,
+    verbose: bool = False,
+    cpus: Sequence[frozenset[int]] | None = None,
 ) -> LaunchResult:
-    """Run one backend to completion (or timeout); the caller turns ranks into a report."""
+    """Run one backend to completion (or timeout); the caller turns ranks into a report.
+    ``cpus``: rank r's CPUs (``bindings()``), None to leave every rank unbound."""
     with tempfile.TemporaryDirectory(prefix=f"allreduce-{spec.name}-") as outdir:
         args = [*worker_args, "--outdir", outdir]
-        cmds = _commands(spec, nproc, args)
+        cmds = _commands(spec, nproc, args, pinned=cpus is not None)
         pypath = worker_pythonpath(os.path.join(outdir, "py"))
         base_env = dict(os.environ, PYTHONPATH=pypath, GLOO_SOCKET_IFNAME="lo")
         # No worker does linear algebra; OpenBLAS's idle threads would only
         # take CPU from the ranks on small machines (the same for every backend).
         base_env.setdefault("OPENBLAS_NUM_THREADS", "1")
         base_env.update(spec.env)
+        base_env.update(pin_env(cpus))
         if spec.pythonpath:  # another build of pytfcomm comes first
             base_env["PYTHONPATH"] = spec.pythonpath + os.pathsep + pypath
         ports = ",".join(map(str, free_ports(max(nproc, 1))))

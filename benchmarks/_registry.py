@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Same MCA settings for both MPI paths except the BTL list: ob1 PML (so the BTL choice is
-# honoured even if UCX is installed), loopback only, no core binding (like the other peers).
+# honoured even if UCX is installed), loopback only, no binding of MPI's own: with
+# --bind-to core the benchmark binds every backend's ranks alike (benchmarks/_pin.py).
 MPI_COMMON = (
     "--mca", "pml", "ob1",
     "--mca", "btl_tcp_if_include", "lo",

@@ -61,6 +61,7 @@ def summarize(name: str, launch: LaunchResult, nproc: int, sizes: list[int]) -> 
         "sizes": sizes,
         "setup_s": max((d.get("setup_s", 0.0) for d in ranks), default=None),
         "worker_meta": ranks[0].get("meta", {}) if ranks else {},
+        "rank_cpus": [d.get("cpus") for d in ranks],  # each rank's CPUs, as it saw them
         "fatal": fatal,
         "log_tail": launch.log_tail,
         "rows": rows,

@@ -81,6 +81,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also run each pytfcomm backend NAME as NAME@base, with the pytfcomm installed in "
         "DIR (pip install --target DIR of another commit): before/after in one sitting",
     )
+    p.add_argument(
+        "--bind-to",
+        choices=_launch.BIND_CHOICES,
+        default="core",
+        help="core (default): every backend's rank r runs on the CPUs that pytfcomm-run "
+        "(default --bind-to core) gives local rank r (benchmarks/_pin.py); none: no "
+        "binding for any backend",
+    )
     p.add_argument("--json", metavar="PATH", help="write raw medians + metadata here")
     p.add_argument("--plot", metavar="PATH", help="write a busbw-vs-size PNG here")
     p.add_argument("--quiet", action="store_true", help="no per-size progress on stderr")
@@ -123,6 +131,8 @@ def run_metadata(args: argparse.Namespace) -> dict[str, Any]:
         "large_warmup": args.large_warmup,
         "large_size": parse_bytes(args.large_size),
         "rounds": args.rounds,
+        "bind_to": args.bind_to,
+        "cpus": [sorted(c) for c in args.cpus] if args.cpus else None,
         "baseline": os.path.abspath(args.baseline) if args.baseline else None,
         "statistic": "median over iterations of the per-iteration max over ranks"
         + (", then the median over rounds" if args.rounds > 1 else ""),
@@ -155,7 +165,9 @@ def _run_backend(
         flush=True,
     )
     worker_args = ["--sizes", ",".join(map(str, sizes)), *worker_common]
-    launch = _launch.run_backend(spec, args.np, worker_args, args.timeout, not args.quiet)
+    launch = _launch.run_backend(
+        spec, args.np, worker_args, args.timeout, not args.quiet, cpus=args.cpus
+    )
     print(
         f"== {name}: {launch.status} in {launch.wall_s:.1f}s {launch.reason}",
         file=sys.stderr,
@@ -169,6 +181,7 @@ def _run_backend(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.cpus = _launch.bindings(args.bind_to, args.np)
     worker_common = [
         "--iters", str(args.iters), "--warmup", str(args.warmup),
         "--large-warmup", str(args.large_warmup),
@@ -200,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"# all-reduce float32 sum, N={args.np} processes, {args.iters} iters "
         f"(median of per-iteration max over ranks"
+        f"{'; every rank bound to its cores' if args.cpus else ''}"
         f"{f'; median over {args.rounds} alternating rounds' if args.rounds > 1 else ''}), "
         f"busbw in GB/s, "
         f"{meta['hostname']} ({meta['nproc']} cpus, {meta['cpu']})"

@@ -57,7 +57,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks._launch import free_ports
+from benchmarks._launch import BIND_CHOICES, bindings, free_ports, pin_env
 from benchmarks._registry import import_installed_pytfcomm, worker_pythonpath
 from benchmarks.tf_local import interleaved
 
@@ -301,7 +301,12 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
 
 # --------------------------------------------------------------------------- parent side
 def _run_backend(
-    backend: str, n: int, iters: int, timeout: float, hugepages: bool = True
+    backend: str,
+    n: int,
+    iters: int,
+    timeout: float,
+    hugepages: bool = True,
+    cpus: list[frozenset[int]] | None = None,
 ) -> list[dict] | str:
     ports = free_ports(n + 1)
     with tempfile.TemporaryDirectory(prefix="ptc-tfmw-") as tmp:
@@ -309,9 +314,12 @@ def _run_backend(
         env = dict(os.environ, PYTHONPATH=worker_pythonpath(str(Path(tmp) / "shim")))
         if hugepages:  # every backend's workers as pytfcomm-run starts ranks
             env.update(malloc_hugepages(os.environ))
+        env.update(pin_env(cpus))  # and bound to the same cores (benchmarks/_pin.py)
+        pin = [sys.executable, "-m", "benchmarks._pin"] if cpus else []
         procs = []
         for r in range(n):
             cmd = [
+                *pin,
                 sys.executable,
                 "-m",
                 "benchmarks.tf_multiworker",
@@ -336,7 +344,7 @@ def _run_backend(
                         stdout=log,
                         stderr=subprocess.STDOUT,
                         cwd=tmp,
-                        env=env,
+                        env=dict(env, BENCH_RANK=str(r)),
                         start_new_session=True,
                     ),
                     log,
@@ -388,6 +396,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="start the workers without pytfcomm-run's GLIBC_TUNABLES=glibc.malloc.hugetlb=1",
     )
+    ap.add_argument(
+        "--bind-to",
+        choices=BIND_CHOICES,
+        default="core",
+        help="core (default): every backend's worker r runs on the CPUs that pytfcomm-run "
+        "(default --bind-to core) gives local rank r; none: no binding for any backend",
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--ports", help=argparse.SUPPRESS)
@@ -401,13 +416,18 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.repeat < 1:
         ap.error(f"--repeat must be at least 1, got {args.repeat}")
+    args.cpus = bindings(args.bind_to, args.np)
     runs = [_one_run(args, i) for i in range(args.repeat)]
+    if args.cpus:
+        from pytfcomm._launch.binding import cpu_list
+
+        print("\nevery backend's worker r bound to CPUs: " + "; ".join(map(cpu_list, args.cpus)))
     for i, results in enumerate(runs):
         _print_table(results, args.np, f"run {i + 1} of {args.repeat}" if args.repeat > 1 else "")
     if args.repeat > 1:
         _print_spread(runs)
     if args.json:
-        doc = {"np": args.np, "results": runs[-1], "runs": runs}
+        doc = {"np": args.np, "bind_to": args.bind_to, "results": runs[-1], "runs": runs}
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return 0 if all("error" not in r for res in runs for r in res.values()) else 1
 
@@ -453,7 +473,9 @@ def _one_run(args: argparse.Namespace, index: int) -> dict[str, dict]:
             file=sys.stderr,
             flush=True,
         )
-        got = _run_backend(b, args.np, args.iters, args.timeout, not args.no_malloc_hugepages)
+        got = _run_backend(
+            b, args.np, args.iters, args.timeout, not args.no_malloc_hugepages, args.cpus
+        )
         if isinstance(got, str):
             print(f"[tf_multiworker] {b} failed: {got}", file=sys.stderr)
             results[b] = {"error": got.splitlines()[0]}

@@ -144,6 +144,7 @@ def main(make_backend: Callable[[], Backend], argv: list[str] | None = None) -> 
     doc: dict = {"rank": be.rank, "size": be.size, "done": False, "results": []}
     doc["setup_s"] = time.perf_counter() - t0
     doc["meta"] = be.meta()
+    doc["cpus"] = sorted(os.sched_getaffinity(0))  # where it may run (--bind-to)
     _write(args.outdir, be.rank, doc)
     _log(be.rank, f"setup {doc['setup_s']:.2f}s, {be.size} ranks")
     for nbytes in sizes:

@@ -184,3 +184,41 @@ def test_benchmark_binds_every_backend_as_the_launcher_does(tmp_path: Path, bind
     assert run["rank_cpus"] == want
     assert doc["meta"]["bind_to"] == bind_to
     assert all(r["ok"] for r in run["rows"])
+
+
+# --------------------------------------------------------------------------- the rank's threads
+
+COMBINE_THREADS = """
+import os
+from pathlib import Path
+import numpy as np
+import tf_setup
+tf = tf_setup.tf_with_devices(2)
+import pytfcomm
+ops = pytfcomm.RingAllReduce()
+strategy = tf.distribute.MirroredStrategy(tf_setup.devices(2), cross_device_ops=ops)
+x = strategy.run(lambda: tf.ones([1 << 20]))  # 4 MiB per replica: several chunks
+got = ops.reduce(tf.distribute.ReduceOp.SUM, x, destinations=x)  # the in-process combine
+assert all(float(v[0]) == float(v[-1]) == 2.0 for v in got.values), got
+names = [Path(t, "comm").read_text().strip() for t in Path("/proc/self/task").iterdir()]
+print("helpers", names.count("ptc-combine"))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to tell apart")
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) missing")
+def test_the_combine_uses_only_the_cpus_the_rank_is_bound_to(tmp_path: Path) -> None:
+    """A rank bound to one core (--bind-to core with as many ranks as cores) combines its
+    device replicas on that core alone: no helper threads to take turns with it."""
+    workers = Path(__file__).resolve().parent / "workers"
+    env = {**_env(), "PYTHONPATH": str(workers)}
+    env.pop("PYTFCOMM_LOCAL_THREADS", None)
+    helpers = {}
+    for prefix in ((), ("taskset", "-c", str(min(os.sched_getaffinity(0))))):
+        res = subprocess.run(
+            [*prefix, PY, "-c", COMBINE_THREADS],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr[-3000:]
+        helpers[bool(prefix)] = int(res.stdout.split("helpers")[1])
+    assert helpers == {False: min(len(os.sched_getaffinity(0)), 8) - 1, True: 0}

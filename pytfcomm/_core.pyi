@@ -59,6 +59,7 @@ class Algorithm(_Enum):
     hierarchical: ClassVar[Algorithm]
     recursive_doubling: ClassVar[Algorithm]
     oneshot: ClassVar[Algorithm]
+    halving_doubling: ClassVar[Algorithm]
 
 class AsyncHandle:
     """A queued all-reduce (``Communicator.allreduce_async``)."""

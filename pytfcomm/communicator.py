@@ -302,9 +302,10 @@ class Communicator:
         ``op`` is ``"sum"``, ``"mean"`` (integers truncate toward zero),
         ``"min"``, ``"max"`` or ``"prod"``. ``out`` receives the result without
         allocating (``out=x`` works in place). ``algorithm`` is ``"auto"``,
-        ``"ring"``, ``"hierarchical"``, ``"recursive_doubling"`` or ``"oneshot"``
-        (up to PYTFCOMM_ONESHOT_BYTES: every rank's input travels with the
-        negotiation and every rank reduces them all). Every rank
+        ``"ring"``, ``"hierarchical"``, ``"recursive_doubling"``,
+        ``"halving_doubling"`` (the ring's bytes in 2 log2(size) pairwise
+        exchanges) or ``"oneshot"`` (up to PYTFCOMM_ONESHOT_BYTES: every rank's
+        input travels with the negotiation and every rank reduces them all). Every rank
         gets bitwise-identical results. DLPack tensors (CuPy, PyTorch) work too:
         CUDA ones through NCCL or staging (docs/gpu.md). ``name``: match this call
         across ranks by name instead of by the calling thread's call count.

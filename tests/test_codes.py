@@ -23,7 +23,14 @@ WIRE = {
         "bool",
     ],
     _core.ReduceOp: ["sum", "mean", "min", "max", "prod"],
-    _core.Algorithm: ["auto", "ring", "hierarchical", "recursive_doubling", "oneshot"],
+    _core.Algorithm: [
+        "auto",
+        "ring",
+        "hierarchical",
+        "recursive_doubling",
+        "oneshot",
+        "halving_doubling",
+    ],
 }
 
 
@@ -51,7 +58,7 @@ def solo():
 
 @pytest.mark.parametrize(
     ("args", "what"),
-    [((99, 0, 0), "dtype"), ((258, 0, 0), "dtype"), ((2, 5, 0), "op"), ((2, 0, 5), "algorithm")],
+    [((99, 0, 0), "dtype"), ((258, 0, 0), "dtype"), ((2, 5, 0), "op"), ((2, 0, 6), "algorithm")],
 )
 def test_a_bad_code_names_the_valid_ones(solo, args: tuple[int, int, int], what: str) -> None:
     x = np.ones(4, np.float32)

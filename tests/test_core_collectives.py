@@ -21,7 +21,7 @@ def test_allreduce_every_dtype_op_size(n: int) -> None:
         n,
         "core_workers:allreduce_matrix",
         SIZES,
-        ["ring", "recursive_doubling", "auto"],
+        ["ring", "recursive_doubling", "halving_doubling", "auto"],
         False,
         timeout=240,
     )

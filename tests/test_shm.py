@@ -105,7 +105,7 @@ def test_bad_transport_names_are_refused() -> None:
         pytfcomm.init(rank=0, size=1, addr="127.0.0.1:1", transport="udp")
 
 
-@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("n", [2, 3, 4])
 def test_single_copy_by_reference_path(n: int) -> None:
     # Payloads >= 4 KiB travel by address (process_vm_readv) instead of through the ring.
     env = {
@@ -117,7 +117,7 @@ def test_single_copy_by_reference_path(n: int) -> None:
         n,
         "core_workers:allreduce_matrix",
         [7, 5000, 300_001],
-        ["ring", "recursive_doubling"],
+        ["ring", "recursive_doubling", "halving_doubling"],
         False,
         env=env,
         timeout=120,

@@ -24,7 +24,8 @@ def replicas():
 
 
 @pytest.mark.parametrize(
-    "algorithm", ["auto", "ring", "hierarchical", "recursive_doubling", "oneshot"]
+    "algorithm",
+    ["auto", "ring", "hierarchical", "recursive_doubling", "oneshot", "halving_doubling"],
 )
 def test_every_core_algorithm_is_accepted(algorithm: str) -> None:
     out = ptf.allreduce(replicas(), algorithm=algorithm)

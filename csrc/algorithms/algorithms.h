@@ -27,6 +27,11 @@ void recursive_doubling_allreduce(const Context& c, const Group& g, Phase phase,
                                   void* out, size_t count, DType dtype, ReduceOp op,
                                   int64_t divisor);
 
+// Reduce-scatter by recursive halving, all-gather by recursive doubling
+// (halving_doubling.cc): the ring's bytes in 2 log2(n) pairwise exchanges.
+void halving_doubling_allreduce(const Context& c, const Group& g, Phase phase, const void* in,
+                                void* out, size_t count, DType dtype, ReduceOp op, int64_t divisor);
+
 // Ring reduce-scatter over the balanced split of `count` elements: the member
 // with group index i ends with part i reduced, written at its own offset in
 // `out` (a full-size buffer). Other parts of `out` are left unspecified.

@@ -57,6 +57,7 @@ enum class Phase : uint8_t {
   kOneShot = 10,
   kPairwise = 11,  // alltoallv's data
   kCounts = 12,    // alltoallv's counts
+  kHalvingDoubling = 13,
 };
 
 // An ordered subset of the communicator's ranks; algorithms address peers

@@ -12,11 +12,12 @@ namespace pytfcomm {
   X(kRing, 1, "ring")                                                             \
   X(kHierarchical, 2, "hierarchical")                                             \
   X(kRecursiveDoubling, 3, "recursive_doubling")                                  \
-  X(kOneShot, 4, "oneshot")
+  X(kOneShot, 4, "oneshot")                                                       \
+  X(kHalvingDoubling, 5, "halving_doubling")
 
 enum class Algorithm { PTC_ALGORITHMS(PTC_CODE_ENUMERATOR) };
 PTC_CODE_TABLE(Algorithm, PTC_ALGORITHMS);
-static_assert(codes_are_dense<Algorithm>(), "wire values 0..kOneShot");
+static_assert(codes_are_dense<Algorithm>(), "wire values 0..kHalvingDoubling");
 
 inline const char* algorithm_name(Algorithm a) { return code_name(a, "?"); }
 

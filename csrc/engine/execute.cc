@@ -197,6 +197,10 @@ void Communicator::run_algorithm(Request& r, const transport::MessageMeta& meta)
                                                    algorithms::Phase::kRecursiveDoubling, r.in,
                                                    r.out, count, dt, r.desc.op, size_);
           break;
+        case Algorithm::kHalvingDoubling:
+          algorithms::halving_doubling_allreduce(ctx, world_, algorithms::Phase::kHalvingDoubling,
+                                                 r.in, r.out, count, dt, r.desc.op, size_);
+          break;
         case Algorithm::kHierarchical:
           algorithms::hierarchical_allreduce(ctx, local_, cross_, r.in, r.out, count, dt, r.desc.op,
                                              size_, static_cast<size_t>(params().small_bytes));

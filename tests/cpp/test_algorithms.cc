@@ -49,12 +49,20 @@ transport::MessageMeta meta_of(CollectiveKind kind, DType dt, ReduceOp op, size_
   return m;
 }
 
-enum class Alg { kRing, kRecursiveDoubling, kHierarchical };
+enum class Alg { kRing, kRecursiveDoubling, kHierarchical, kHalvingDoubling };
 
 const char* alg_name(Alg a) {
-  return a == Alg::kRing                ? "ring"
-         : a == Alg::kRecursiveDoubling ? "recursive_doubling"
-                                        : "hierarchical";
+  switch (a) {
+    case Alg::kRing:
+      return "ring";
+    case Alg::kRecursiveDoubling:
+      return "recursive_doubling";
+    case Alg::kHierarchical:
+      return "hierarchical";
+    case Alg::kHalvingDoubling:
+      return "halving_doubling";
+  }
+  return "?";
 }
 
 // All-reduce of `count` elements with `alg`; for hierarchical, rank r runs
@@ -73,6 +81,10 @@ void allreduce(transport::Transport& t, Alg alg, int hosts, const void* in, void
     case Alg::kRecursiveDoubling:
       algorithms::recursive_doubling_allreduce(ctx, world, algorithms::Phase::kRecursiveDoubling,
                                                in, out, count, dt, op, t.size());
+      return;
+    case Alg::kHalvingDoubling:
+      algorithms::halving_doubling_allreduce(ctx, world, algorithms::Phase::kHalvingDoubling, in,
+                                             out, count, dt, op, t.size());
       return;
     case Alg::kHierarchical: {
       std::vector<std::string> names, ids;
@@ -136,14 +148,19 @@ std::vector<Case> cases() {
     for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{4099}, size_t{100000}}) {
       v.push_back({n, count, Alg::kRing});
       v.push_back({n, count, Alg::kRecursiveDoubling});
+      v.push_back({n, count, Alg::kHalvingDoubling});
       for (int hosts : {2, 3}) {
         if (n > hosts && n % hosts == 0) v.push_back({n, count, Alg::kHierarchical, hosts});
       }
     }
   }
   // Buffered sends (a socket's or a ring's room) must change nothing.
-  for (Alg a : {Alg::kRing, Alg::kRecursiveDoubling, Alg::kHierarchical}) {
+  for (Alg a : {Alg::kRing, Alg::kRecursiveDoubling, Alg::kHierarchical, Alg::kHalvingDoubling}) {
     v.push_back({6, 100000, a, 2, size_t{1} << 20});
+  }
+  // Halving-doubling on 8 ranks (three halvings) and 9 (one member folded in).
+  for (int n : {8, 9}) {
+    for (size_t count : {size_t{5}, size_t{100003}}) v.push_back({n, count, Alg::kHalvingDoubling});
   }
   return v;
 }
@@ -159,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(Memory, AllreduceTest, ::testing::ValuesIn(cases()),
                          });
 
 TEST(Algorithms, MeanOfFloatsIsDividedOnce) {
-  for (Alg a : {Alg::kRing, Alg::kRecursiveDoubling, Alg::kHierarchical}) {
+  for (Alg a : {Alg::kRing, Alg::kRecursiveDoubling, Alg::kHierarchical, Alg::kHalvingDoubling}) {
     const int n = 6;
     auto errors = run_in_memory(n, [&](transport::Transport& t) {
       std::vector<float> x(777, static_cast<float>(t.rank() + 1));
@@ -332,8 +349,8 @@ void expect_mismatch_everywhere(int n, const std::vector<std::string>& errors,
 }
 
 TEST(Mismatch, CountsThatDifferFailOnEveryRank) {
-  for (int n : {2, 3, 5, 7}) {
-    for (Alg a : {Alg::kRing, Alg::kRecursiveDoubling}) {
+  for (int n : {2, 3, 4, 5, 7}) {
+    for (Alg a : {Alg::kRing, Alg::kRecursiveDoubling, Alg::kHalvingDoubling}) {
       std::vector<ErrorKind> kinds;
       auto errors = run_in_memory(
           n,
@@ -373,16 +390,25 @@ TEST(Mismatch, OpDtypeOrShapeThatDifferFailOnEveryRank) {
 
 TEST(Mismatch, DifferentAlgorithmsFailInsteadOfExchangingGarbage) {
   const int n = 4;
-  std::vector<ErrorKind> kinds;
-  auto errors = run_in_memory(
-      n,
-      [&](transport::Transport& t) {
-        std::vector<int64_t> x(100, t.rank());
-        allreduce(t, t.rank() == 0 ? Alg::kRecursiveDoubling : Alg::kRing, 1, x.data(), x.data(),
-                  x.size(), DType::kInt64, ReduceOp::kSum);
-      },
-      {}, &kinds);
-  expect_mismatch_everywhere(n, errors, kinds);
+  // Rank 0 against the others: every pair of algorithms that move the same
+  // bytes in a different pattern.
+  const std::pair<Alg, Alg> pairs[] = {{Alg::kRecursiveDoubling, Alg::kRing},
+                                       {Alg::kHalvingDoubling, Alg::kRing},
+                                       {Alg::kRing, Alg::kHalvingDoubling},
+                                       {Alg::kHalvingDoubling, Alg::kRecursiveDoubling}};
+  for (const auto& [odd, rest] : pairs) {
+    std::vector<ErrorKind> kinds;
+    auto errors = run_in_memory(
+        n,
+        [&](transport::Transport& t) {
+          std::vector<int64_t> x(100, t.rank());
+          allreduce(t, t.rank() == 0 ? odd : rest, 1, x.data(), x.data(), x.size(), DType::kInt64,
+                    ReduceOp::kSum);
+        },
+        {}, &kinds);
+    SCOPED_TRACE(std::string(alg_name(odd)) + " against " + alg_name(rest));
+    expect_mismatch_everywhere(n, errors, kinds);
+  }
 }
 
 TEST(Mismatch, MessageOverTheCapIsRefused) {

@@ -54,7 +54,7 @@ def random_floats_identical(
             ]
             want = np.sum([a.astype(np.float64) for a in inputs], axis=0)
             for op in ["sum", "mean"]:
-                for alg in algorithms or ["ring", "recursive_doubling"]:
+                for alg in algorithms or ["ring", "recursive_doubling", "halving_doubling"]:
                     y = comm.allreduce(inputs[rank], op, algorithm=alg)
                     out[f"{dtype}/{op}/{alg}"] = ref.digest(y)
                     w = want / size if op == "mean" else want

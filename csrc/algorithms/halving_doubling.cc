@@ -1,0 +1,148 @@
+// Halving-doubling all-reduce (Rabenseifner): a reduce-scatter by recursive
+// halving, then an all-gather by recursive doubling. Each rank moves the same
+// bytes as in the ring, 2(p-1)/p of the buffer, but in 2 log2(p) pairwise
+// exchanges instead of 2(p-1) steps around a ring: fewer hand-offs, none of
+// them waiting on a chain of other ranks. With n not a power of two, the
+// first 2(n-p) members fold in pairs first, as in recursive doubling.
+//
+// Each exchange is pipelined segment by segment and its sends paced, like the
+// ring's (ring.cc): a peer's kernel receive queue never holds more than the
+// pacing window of unread bytes from us.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "common/reduce.h"
+
+namespace pytfcomm::algorithms {
+namespace {
+
+constexpr int kSlots = 4;                    // receives posted ahead of the one reduced
+constexpr size_t kSendAheadBytes = 2 << 20;  // as in ring.cc
+
+struct Span {
+  size_t begin;  // element offset
+  size_t count;
+};
+
+// One pairwise exchange: send `send` of `src` to `partner` while receiving
+// `recv` from it, segment by segment. With `into` null the segments land in
+// `out` at their place (all-gather); otherwise in the slots, and each is
+// combined into `into` (reduce-scatter): into = lower member's operand first.
+void exchange(const Context& c, const transport::MessageMeta& meta, int partner, bool partner_lower,
+              const char* src, Span send, char* out, Span recv, const char* into_in, char* into,
+              DType dt, ReduceOp op, bool divide_last, int64_t divisor) {
+  transport::Transport& t = c.transport;
+  const size_t es = dtype_size(dt);
+  const size_t seg = std::max<size_t>(1, c.segment_bytes / es);
+  const size_t nsend = (send.count + seg - 1) / seg;
+  const size_t nrecv = (recv.count + seg - 1) / seg;
+  const size_t ahead = std::max<size_t>(kSlots, kSendAheadBytes / (seg * es));
+  char* slots = into ? static_cast<char*>(c.workspace.get(3, kSlots * seg * es)) : nullptr;
+  size_t sent = 0, posted = 0;
+  std::vector<transport::Handle> sends;
+  sends.reserve(nsend);
+  auto pump = [&](size_t limit) {
+    for (; sent < nsend && sent < limit; ++sent) {
+      size_t off = sent * seg, k = std::min(seg, send.count - off);
+      sends.push_back(t.post_send(partner, src + (send.begin + off) * es, k * es, meta));
+    }
+  };
+  std::vector<transport::Handle> recvs(nrecv);
+  auto post = [&](size_t u) {
+    size_t off = u * seg, k = std::min(seg, recv.count - off);
+    char* dst = into ? slots + (u % kSlots) * seg * es : out + (recv.begin + off) * es;
+    recvs[u] = t.post_recv(partner, dst, k * es, meta);
+  };
+  for (size_t u = 0; u < nrecv; ++u) {
+    for (; posted < nrecv && posted < u + kSlots; ++posted) post(posted);
+    pump(u + ahead);
+    t.wait(recvs[u]);
+    if (!into) continue;
+    size_t off = u * seg, k = std::min(seg, recv.count - off);
+    const char* slot = slots + (u % kSlots) * seg * es;
+    const char* mine = into_in + (recv.begin + off) * es;
+    char* dst = into + (recv.begin + off) * es;
+    const char* a = partner_lower ? slot : mine;
+    const char* b = partner_lower ? mine : slot;
+    if (divide_last && op == ReduceOp::kMean) {
+      reduce_divide(dst, a, b, k, dt, divisor);
+    } else {
+      reduce(dst, a, b, k, dt, op);
+    }
+  }
+  pump(SIZE_MAX);
+  for (transport::Handle h : sends) t.wait(h);
+}
+
+}  // namespace
+
+void halving_doubling_allreduce(const Context& c, const Group& g, Phase phase, const void* in_v,
+                                void* out_v, size_t count, DType dt, ReduceOp op, int64_t divisor) {
+  const int n = g.size();
+  const int me = g.me;
+  const char* in = static_cast<const char*>(in_v);
+  char* out = static_cast<char*>(out_v);
+  const size_t es = dtype_size(dt);
+  const size_t bytes = count * es;
+  if (n == 1) {
+    if (in != out) std::memcpy(out, in, bytes);
+    if (op == ReduceOp::kMean && divisor != 1) divide(out, out, count, dt, divisor);
+    return;
+  }
+  PhaseScope trace(c, "reduce_scatter");
+  transport::Transport& t = c.transport;
+  const transport::MessageMeta meta = c.with_phase(phase);
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  const int rem = n - p;
+  int vme;
+  if (me < 2 * rem) {
+    if (me % 2 == 0) {  // hand everything to the odd neighbour, get the result back
+      t.wait(t.post_send(g.global(me + 1), in, bytes, meta));
+      t.wait(t.post_recv(g.global(me + 1), out, bytes, meta));
+      return;
+    }
+    char* tmp = static_cast<char*>(c.workspace.get(2, bytes));
+    t.wait(t.post_recv(g.global(me - 1), tmp, bytes, meta));
+    reduce(out, tmp, in, count, dt, op);  // lower member's data first
+    in = out;
+    vme = me / 2;
+  } else {
+    vme = me - rem;
+  }
+  auto real = [&](int v) { return g.global(v < rem ? 2 * v + 1 : v + rem); };
+
+  // Reduce-scatter: at distance d the pair splits what both hold; the lower
+  // member keeps the lower half. `in` is read until the first step wrote out.
+  Span mine{0, count};
+  const char* cur = in;
+  std::vector<Span> kept_at;  // what was held before each step, to grow back
+  for (int d = 1; d < p; d *= 2) {
+    const int vpartner = vme ^ d;
+    const bool lower = vme < vpartner;
+    const size_t half = mine.count / 2;
+    Span low{mine.begin, half}, high{mine.begin + half, mine.count - half};
+    Span keep = lower ? low : high, give = lower ? high : low;
+    kept_at.push_back(mine);
+    exchange(c, meta, real(vpartner), !lower, cur, give, nullptr, keep, cur, out, dt, op,
+             d * 2 == p, divisor);
+    cur = out;
+    mine = keep;
+  }
+  // All-gather: undo the halving, largest distance first.
+  trace.next("all_gather");
+  for (int i = static_cast<int>(kept_at.size()) - 1; i >= 0; --i) {
+    const int d = 1 << i;
+    const Span whole = kept_at[static_cast<size_t>(i)];
+    const Span other = mine.begin == whole.begin
+                           ? Span{whole.begin + mine.count, whole.count - mine.count}
+                           : Span{whole.begin, whole.count - mine.count};
+    exchange(c, meta, real(vme ^ d), false, out, mine, out, other, nullptr, nullptr, dt, op, false,
+             divisor);
+    mine = whole;
+  }
+  if (me < 2 * rem) t.wait(t.post_send(g.global(me - 1), out, bytes, meta));
+}
+
+}  // namespace pytfcomm::algorithms

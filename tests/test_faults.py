@@ -112,6 +112,32 @@ def test_lost_rank_named_with_three_forwarding_steps(kind: str) -> None:
         _check_survivors(kind, "tcp", n, victim)
 
 
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_a_partner_one_step_ahead_is_not_taken_for_a_stopped_rank(transport: str) -> None:
+    """Halving-doubling on 4 ranks, rank 2 stopped: rank 3 waits on it, and rank 1,
+    done with its first step, has sent rank 3 its next step's data. Rank 1's answer
+    to rank 3's status query waits behind that data. Rank 3 times out first (the
+    others have a longer deadline): it must give rank 1 its last words, so that rank
+    1 raises rank 3's timeout instead of taking the closed connection for a lost rank
+    3 (docs/reliability.md)."""
+    victim, timeouts = 2, [20.0, 20.0, 20.0, 2.0]
+    with tempfile.TemporaryDirectory(prefix="pytfcomm-fault-") as tmp:
+        procs, results, _ = start_ranks(
+            4,
+            "fault_workers:partner_ahead",
+            victim,
+            timeouts,
+            workdir=Path(tmp),
+            env={"PYTFCOMM_TRANSPORT": transport},
+        )
+        outcomes = collect_survivors(procs, results, Path(tmp), victim)
+    for r in (0, 1, 3):
+        ok, res = outcomes[r]
+        assert ok, (r, res)
+        assert res["type"] == "CommTimeoutError", (r, res)
+        assert re.search(rf"rank {victim} \(127\.0\.0\.1[:,)]", res["message"]), (r, res)
+
+
 def test_shape_mismatch_is_an_error_on_every_rank() -> None:
     results = run_ranks(3, "fault_workers:shape_mismatch", timeout=60)
     for r, res in enumerate(results):

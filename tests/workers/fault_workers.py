@@ -102,6 +102,28 @@ def fault(rank: int, size: int, addr: str, kind: str, timeout: float, victim: in
     return out
 
 
+def partner_ahead(rank: int, size: int, addr: str, victim: int, timeouts: list[float]) -> dict:
+    """4 ranks, halving-doubling of 64 MiB: the victim stops a few ms into it, in its
+    first exchange. Its partner there waits on it, while the partner's next partner,
+    done with its own first exchange, sends that waiting rank data it cannot take yet,
+    so its status answer is stuck behind the data. ``timeouts[r]``: rank r's deadline."""
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr, timeout=timeouts[rank])
+    x = np.ones(1 << 24, np.float32)
+    comm.allreduce(x, algorithm="halving_doubling")
+    comm.barrier()
+    if rank == victim:
+        threading.Timer(0.005, os.kill, (os.getpid(), signal.SIGSTOP)).start()
+    out: dict = {}
+    try:
+        for _ in range(100):
+            comm.allreduce(x, algorithm="halving_doubling")
+        out["type"] = None
+    except pytfcomm.CommError as exc:
+        out.update(type=type(exc).__name__, message=str(exc))
+    comm.close()
+    return out
+
+
 def shape_mismatch(rank: int, size: int, addr: str) -> dict:
     """Same dtype and element count, different shapes: must not pass silently."""
     with pytfcomm.init(rank=rank, size=size, addr=addr, timeout=20) as comm:

@@ -103,6 +103,14 @@ class Pair {
   void set_inbox(size_t capacity) { inbox_capacity_ = capacity; }
   void watch(uint64_t round) { watch_ = round; }
   bool record_ready(uint64_t round) const;
+  // A data frame's header read ahead of any receive for it (the peer sent
+  // before this rank got that far): its meta in *meta. Frames behind it,
+  // a status answer among them, stay unread until a receive takes it.
+  bool data_waiting(transport::MessageMeta* meta) const {
+    if (!header_ready_ || !recvs_.empty()) return false;
+    *meta = in_header_.meta;
+    return true;
+  }
   // Nothing posted that its reads belong to (records and control frames
   // only may come next).
   bool idle_for_records() const { return recvs_.empty() && !header_ready_; }

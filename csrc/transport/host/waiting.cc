@@ -40,7 +40,20 @@ void HostTransport::check_deadline() {
   // The stall inspector asked every rank shortly before; it knows who did
   // not answer, which a rank that waits on another waiting rank cannot see.
   transport::StallVerdict v;
-  if (observer_) v = observer_->on_deadline(now);
+  if (observer_) {
+    // A peer that sent this rank data it has no receive for yet (a partner
+    // one step ahead in a pairwise exchange) is inside the collective, and
+    // its status answer waits behind that data: the data frame answers for
+    // it. Without this it would count as silent, get no last words, and
+    // take the closed connection for a lost peer.
+    for (int p = 0; p < size(); ++p) {
+      transport::MessageMeta m;
+      if (pairs_[p] && pairs_[p]->data_waiting(&m)) {
+        observer_->on_status(p, m, transport::kStatusInCollective);
+      }
+    }
+    v = observer_->on_deadline(now);
+  }
   if (v.wait_until > now) {
     extra_s_ = std::chrono::duration<double>(v.wait_until - deadline_).count();
     deadline_ = v.wait_until;

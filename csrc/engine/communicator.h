@@ -257,6 +257,7 @@ class Communicator {
   double drive_s_ = 0;                // how long a submitting thread may drive (submit_async)
   size_t segment_bytes_ = 0;          // the ring's pipeline segment (agreed)
   size_t oversub_segment_bytes_ = 0;  // its floor when ranks outnumber cores (0: not so)
+  size_t halving_bytes_ = 0;          // auto's halving-doubling limit (agreed; 0: never)
 
   // Shared between threads, under mu_.
   mutable std::mutex mu_;

@@ -51,22 +51,26 @@ std::vector<host::PeerLink> peer_links(int rank, tcp::BootstrapResult& boot,
 
 // Agree, before any negotiation, on what every rank must do alike: the area
 // size for rounds (0 where some rank lacks shared memory with some other),
-// the largest in-round input, the liveness timeout and the ring's pipeline
-// segments (`c`). Returns the heartbeat interval.
+// the largest in-round input, the liveness timeout, the ring's pipeline
+// segments and auto's halving-doubling limit (`c`). Returns the heartbeat
+// interval.
 double agree_on_setup(host::HostTransport& t, const ConnectOptions& o, const AgreeMin& agree,
                       bool oversubscribed, Connection* c) {
   const RoundOptions& ro = o.rounds;
   const Params& p = params();
   constexpr int64_t kNone = INT64_MAX;
-  int64_t v[5] = {static_cast<int64_t>(t.local_area_capacity()),
+  int64_t v[6] = {static_cast<int64_t>(t.local_area_capacity()),
                   static_cast<int64_t>(ro.frame_inputs),
-                  static_cast<int64_t>(p.peer_timeout_s * 1000.0), p.segment_bytes,
-                  oversubscribed ? p.oversub_segment_bytes : kNone};
-  t.set_context("setup (agreeing on negotiation, liveness and segments)");
+                  static_cast<int64_t>(p.peer_timeout_s * 1000.0),
+                  p.segment_bytes,
+                  oversubscribed ? p.oversub_segment_bytes : kNone,
+                  p.halving_bytes};
+  t.set_context("setup (agreeing on negotiation, liveness and algorithms)");
   t.set_deadline(deadline_after(o.job.connect_timeout_s));
-  agree(t, v, 5);
+  agree(t, v, 6);
   c->segment_bytes = static_cast<size_t>(v[3]);
   c->oversub_segment_bytes = v[4] == kNone ? 0 : static_cast<size_t>(v[4]);
+  c->halving_bytes = static_cast<size_t>(v[5]);
   t.configure_rounds(static_cast<size_t>(v[0]), ro.min_area_bytes,
                      ro.table_bytes + static_cast<size_t>(v[1]));
   const double silence = static_cast<double>(v[2]) / 1000.0;
@@ -119,6 +123,7 @@ Connection connect(const ConnectOptions& o, const AgreeMin& agree) {
   // has: take records of up to what this rank offers.
   t->prepare_inbox(o.rounds.table_bytes + o.rounds.frame_inputs);
   c.segment_bytes = static_cast<size_t>(p.segment_bytes);
+  c.halving_bytes = static_cast<size_t>(p.halving_bytes);
   if (job.size > 1) c.beat_s = agree_on_setup(*t, o, agree, wait.oversubscribed, &c);
   c.transport = std::move(t);
   return c;

@@ -52,6 +52,9 @@ struct Connection {
   // cores on some host, the smallest PYTFCOMM_OVERSUB_SEGMENT_BYTES (else 0).
   size_t segment_bytes = 0;
   size_t oversub_segment_bytes = 0;
+  // The largest all-reduce auto runs by halving-doubling (the smallest
+  // PYTFCOMM_HALVING_BYTES of the ranks; 0: never).
+  size_t halving_bytes = 0;
 };
 
 // Connects rank `o.job.rank` to every other rank and agrees with them (through

@@ -1,0 +1,74 @@
+"""The halving-doubling all-reduce (csrc/algorithms/halving_doubling.cc): exact and
+bitwise identical on every rank count (powers of two and not), on TCP and shared
+memory, and what ``auto`` picks: it on 4, 8, ... ranks from above
+PYTFCOMM_SMALL_BYTES up to PYTFCOMM_HALVING_BYTES (agreed: the smallest over ranks),
+the ring otherwise (docs/transports.md)."""
+
+from __future__ import annotations
+
+import pytest
+from _harness import check_matrix, run_ranks
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("n", [5, 8])
+def test_exact_and_identical_beyond_four_ranks(n: int, transport: str) -> None:
+    """8 ranks: three halvings; 5: one rank folded into its neighbour first."""
+    results = run_ranks(
+        n,
+        "core_workers:allreduce_matrix",
+        [1, 7, 100_003],
+        ["halving_doubling"],
+        True,
+        env={"PYTFCOMM_TRANSPORT": transport, "PYTFCOMM_SEGMENT_BYTES": "65536"},
+        timeout=240,
+    )
+    check_matrix(results)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_random_floats_identical_to_the_byte(transport: str) -> None:
+    results = run_ranks(
+        4,
+        "core_workers:random_floats_identical",
+        300_007,
+        ["halving_doubling"],
+        env={"PYTFCOMM_TRANSPORT": transport},
+    )
+    check_matrix(results)
+
+
+def _picked(n: int, sizes: list[int], **kw: object) -> list[dict[int, str]]:
+    results = run_ranks(n, "oneshot_workers:algorithms_picked", sizes, **kw)
+    for res in results:
+        assert res["ok"], res
+    picks = [res["picked"] for res in results]
+    assert all(p == picks[0] for p in picks), picks  # every rank chose alike
+    return picks
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_auto_picks_it_on_four_ranks_up_to_the_limit(transport: str) -> None:
+    sizes = [64 * KIB + 4, 1 * MIB, 2 * MIB, 2 * MIB + 4]
+    picked = _picked(4, sizes, env={"PYTFCOMM_TRANSPORT": transport})[0]
+    assert [picked[s] for s in sizes] == ["halving_doubling"] * 3 + ["ring"], picked
+
+
+@pytest.mark.parametrize("n", [2, 3, 6])
+def test_auto_keeps_the_ring_off_powers_of_two_and_on_two_ranks(n: int) -> None:
+    assert _picked(n, [1 * MIB])[0][1 * MIB] == "ring"
+
+
+def test_ranks_agree_on_the_smallest_limit() -> None:
+    # Rank 2 allows only 256 KiB: nobody may pick it above that.
+    envs = [{"PYTFCOMM_HALVING_BYTES": str(256 * KIB if r == 2 else 2 * MIB)} for r in range(4)]
+    picked = _picked(4, [256 * KIB, 256 * KIB + 4], per_rank_env=envs)[0]
+    assert picked == {256 * KIB: "halving_doubling", 256 * KIB + 4: "ring"}, picked
+
+
+def test_off_keeps_the_ring() -> None:
+    picked = _picked(4, [1 * MIB], env={"PYTFCOMM_HALVING_BYTES": "off"})[0]
+    assert picked[1 * MIB] == "ring", picked

@@ -98,6 +98,12 @@ def fault(rank: int, size: int, addr: str, kind: str, timeout: float, victim: in
     out["closed_after_error"] = comm.closed
     comm.close()
     out["leaked_fds"] = sorted(set(_fds().items()) - set(fds0.items()))
+    # A joined thread may stay listed in /proc/self/task for a moment after
+    # pthread_join returns (the kernel wakes the joiner before it reaps the
+    # thread): only one still there after a second is a leak.
+    deadline = time.time() + 1.0
+    while _tasks() > tasks0 and time.time() < deadline:
+        time.sleep(0.01)
     out["leaked_tasks"] = _tasks() - tasks0
     return out
 

@@ -116,6 +116,7 @@ Communicator::Communicator(const CommOptions& o)
   segment_bytes_ = conn.segment_bytes;
   oversub_segment_bytes_ = conn.oversub_segment_bytes;
   halving_bytes_ = conn.halving_bytes;
+  all_shared_memory_ = conn.all_shared_memory;
   transport_ = std::move(conn.transport);
   if (size_ > 1) {
     const size_t capacity = transport_->round_capacity();
@@ -453,10 +454,13 @@ Algorithm Communicator::resolve_allreduce(Algorithm asked, size_t bytes) const {
   if (asked != Algorithm::kAuto) return asked;
   if (bytes <= static_cast<size_t>(params().small_bytes)) return Algorithm::kRecursiveDoubling;
   if (num_hosts_ > 1 && uniform_hosts_ && local_.size() > 1) return Algorithm::kHierarchical;
-  // 4, 8, 16, ... ranks: 2 log2(n) pairwise exchanges instead of 2(n-1) ring
-  // steps (at 2 ranks the two are the same exchange).
+  // 4, 8, 16, ... ranks with some of them over TCP: 2 log2(n) pairwise
+  // exchanges instead of 2(n-1) ring steps (at 2 ranks the two are the same
+  // exchange; over shared memory alone it measured no faster, round12).
   const bool power_of_two = (size_ & (size_ - 1)) == 0;
-  if (size_ >= 4 && power_of_two && bytes <= halving_bytes_) return Algorithm::kHalvingDoubling;
+  if (size_ >= 4 && power_of_two && !all_shared_memory_ && bytes <= halving_bytes_) {
+    return Algorithm::kHalvingDoubling;
+  }
   return Algorithm::kRing;
 }
 

@@ -258,6 +258,7 @@ class Communicator {
   size_t segment_bytes_ = 0;          // the ring's pipeline segment (agreed)
   size_t oversub_segment_bytes_ = 0;  // its floor when ranks outnumber cores (0: not so)
   size_t halving_bytes_ = 0;          // auto's halving-doubling limit (agreed; 0: never)
+  bool all_shared_memory_ = false;    // every pair of ranks shares memory (agreed)
 
   // Shared between threads, under mu_.
   mutable std::mutex mu_;

@@ -59,18 +59,21 @@ double agree_on_setup(host::HostTransport& t, const ConnectOptions& o, const Agr
   const RoundOptions& ro = o.rounds;
   const Params& p = params();
   constexpr int64_t kNone = INT64_MAX;
-  int64_t v[6] = {static_cast<int64_t>(t.local_area_capacity()),
+  const bool all_shm = t.shm_peers() == t.size() - 1;
+  int64_t v[7] = {static_cast<int64_t>(t.local_area_capacity()),
                   static_cast<int64_t>(ro.frame_inputs),
                   static_cast<int64_t>(p.peer_timeout_s * 1000.0),
                   p.segment_bytes,
                   oversubscribed ? p.oversub_segment_bytes : kNone,
-                  p.halving_bytes};
+                  p.halving_bytes,
+                  all_shm ? 1 : 0};
   t.set_context("setup (agreeing on negotiation, liveness and algorithms)");
   t.set_deadline(deadline_after(o.job.connect_timeout_s));
-  agree(t, v, 6);
+  agree(t, v, 7);
   c->segment_bytes = static_cast<size_t>(v[3]);
   c->oversub_segment_bytes = v[4] == kNone ? 0 : static_cast<size_t>(v[4]);
   c->halving_bytes = static_cast<size_t>(v[5]);
+  c->all_shared_memory = v[6] == 1;
   t.configure_rounds(static_cast<size_t>(v[0]), ro.min_area_bytes,
                      ro.table_bytes + static_cast<size_t>(v[1]));
   const double silence = static_cast<double>(v[2]) / 1000.0;

@@ -55,6 +55,8 @@ struct Connection {
   // The largest all-reduce auto runs by halving-doubling (the smallest
   // PYTFCOMM_HALVING_BYTES of the ranks; 0: never).
   size_t halving_bytes = 0;
+  // Every rank reaches every other through shared memory (agreed).
+  bool all_shared_memory = false;
 };
 
 // Connects rank `o.job.rank` to every other rank and agrees with them (through

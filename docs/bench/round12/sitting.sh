@@ -7,17 +7,7 @@ set -u
 cd "$(dirname "$0")/../../.."
 O=docs/bench/round12
 BASE_COMMIT=${BASE_COMMIT:-99f7bb1}
-PY=.venv/bin/python
-BASE=${BASE:-/tmp/pytfcomm-base-$BASE_COMMIT}
-if [ ! -d "$BASE/pytfcomm" ]; then
-  WT=$(mktemp -d)/base
-  git worktree add --detach "$WT" "$BASE_COMMIT"
-  $PY -m pip install -q --no-deps --no-build-isolation --target "$BASE" "$WT"
-  git worktree remove --force "$WT"
-fi
-rm -f $O/*.txt $O/*.json
-AR="$PY -m benchmarks.allreduce --quiet --baseline $BASE"
-echo "start $(date -u '+%F %T') UTC, commit $(git rev-parse --short HEAD), base $BASE_COMMIT" > $O/sitting.txt
+source docs/bench/before_after.sh
 $AR --np 4 --sizes 64K..16M:2 --backends pytfcomm-tcp,mpi-tcp --ref pytfcomm-tcp --iters 30 --rounds 5 --json $O/tcp4.json > $O/tcp4.txt 2>&1
 $AR --np 4 --sizes 64K..16M:2 --backends pytfcomm,mpi-shm --ref pytfcomm --iters 30 --rounds 5 --json $O/shm4.json > $O/shm4.txt 2>&1
 $AR --np 8 --sizes 64K..4M:2 --backends pytfcomm-tcp,mpi-tcp --ref pytfcomm-tcp --iters 20 --rounds 3 --json $O/tcp8.json > $O/tcp8.txt 2>&1

@@ -8,17 +8,7 @@ set -u
 cd "$(dirname "$0")/../../.."
 O=${O:-docs/bench/round9}
 BASE_COMMIT=${BASE_COMMIT:-0b9169a}
-PY=.venv/bin/python
-BASE=${BASE:-/tmp/pytfcomm-base-$BASE_COMMIT}
-if [ ! -d "$BASE/pytfcomm" ]; then
-  WT=$(mktemp -d)/base
-  git worktree add --detach "$WT" "$BASE_COMMIT"
-  $PY -m pip install -q --no-deps --no-build-isolation --target "$BASE" "$WT"
-  git worktree remove --force "$WT"
-fi
-rm -f $O/*.txt $O/*.json
-AR="$PY -m benchmarks.allreduce --quiet --baseline $BASE"
-echo "start $(date -u '+%F %T') UTC, commit $(git rev-parse --short HEAD), base $BASE_COMMIT" > $O/sitting.txt
+source docs/bench/before_after.sh
 $AR --np 4 --sizes 4K..256K --backends pytfcomm-tcp,mpi-tcp --ref pytfcomm-tcp --iters 100 --rounds 7 --json $O/tcp4_small.json > $O/tcp4_small.txt 2>&1
 $AR --np 4 --sizes 1M..4M:2 --backends pytfcomm-tcp,mpi-tcp --ref pytfcomm-tcp --iters 20 --rounds 5 --json $O/tcp4.json > $O/tcp4.txt 2>&1
 $AR --np 8 --sizes 4K..1M --backends pytfcomm-tcp,mpi-tcp --ref pytfcomm-tcp --iters 50 --rounds 5 --json $O/tcp8.json > $O/tcp8.txt 2>&1

@@ -52,8 +52,8 @@ std::vector<host::PeerLink> peer_links(int rank, tcp::BootstrapResult& boot,
 // Agree, before any negotiation, on what every rank must do alike: the area
 // size for rounds (0 where some rank lacks shared memory with some other),
 // the largest in-round input, the liveness timeout, the ring's pipeline
-// segments and auto's halving-doubling limit (`c`). Returns the heartbeat
-// interval.
+// segments, auto's halving-doubling limit and whether every pair of ranks
+// shares memory (`c`). Returns the heartbeat interval.
 double agree_on_setup(host::HostTransport& t, const ConnectOptions& o, const AgreeMin& agree,
                       bool oversubscribed, Connection* c) {
   const RoundOptions& ro = o.rounds;

@@ -25,20 +25,29 @@ struct Span {
   size_t count;
 };
 
-// One pairwise exchange: send `send` of `src` to `partner` while receiving
-// `recv` from it, segment by segment. With `into` null the segments land in
-// `out` at their place (all-gather); otherwise in the slots, and each is
-// combined into `into` (reduce-scatter): into = lower member's operand first.
-void exchange(const Context& c, const transport::MessageMeta& meta, int partner, bool partner_lower,
-              const char* src, Span send, char* out, Span recv, const char* into_in, char* into,
-              DType dt, ReduceOp op, bool divide_last, int64_t divisor) {
+// What a reduce-scatter exchange does with each segment it receives: combine
+// it with this rank's own values of the same elements, the lower member's
+// operand first, dividing on the last step of a mean.
+struct Combine {
+  ReduceOp op;
+  bool partner_lower;
+  bool divide;
+  int64_t divisor;
+};
+
+// One pairwise exchange with `partner`: `send` of `src` goes out while `recv`
+// comes in, segment by segment, sends paced like the ring's. Without
+// `combine` (all-gather) the segments land in `out` at their place; with it
+// each lands in a slot and out[recv] = combine(partner's, src[recv]).
+void exchange(const Context& c, const transport::MessageMeta& meta, int partner, const char* src,
+              Span send, char* out, Span recv, DType dt, const Combine* combine) {
   transport::Transport& t = c.transport;
   const size_t es = dtype_size(dt);
   const size_t seg = std::max<size_t>(1, c.segment_bytes / es);
   const size_t nsend = (send.count + seg - 1) / seg;
   const size_t nrecv = (recv.count + seg - 1) / seg;
   const size_t ahead = std::max<size_t>(kSlots, kSendAheadBytes / (seg * es));
-  char* slots = into ? static_cast<char*>(c.workspace.get(3, kSlots * seg * es)) : nullptr;
+  char* slots = combine ? static_cast<char*>(c.workspace.get(3, kSlots * seg * es)) : nullptr;
   size_t sent = 0, posted = 0;
   std::vector<transport::Handle> sends;
   sends.reserve(nsend);
@@ -51,24 +60,23 @@ void exchange(const Context& c, const transport::MessageMeta& meta, int partner,
   std::vector<transport::Handle> recvs(nrecv);
   auto post = [&](size_t u) {
     size_t off = u * seg, k = std::min(seg, recv.count - off);
-    char* dst = into ? slots + (u % kSlots) * seg * es : out + (recv.begin + off) * es;
+    char* dst = combine ? slots + (u % kSlots) * seg * es : out + (recv.begin + off) * es;
     recvs[u] = t.post_recv(partner, dst, k * es, meta);
   };
   for (size_t u = 0; u < nrecv; ++u) {
     for (; posted < nrecv && posted < u + kSlots; ++posted) post(posted);
     pump(u + ahead);
     t.wait(recvs[u]);
-    if (!into) continue;
-    size_t off = u * seg, k = std::min(seg, recv.count - off);
-    const char* slot = slots + (u % kSlots) * seg * es;
-    const char* mine = into_in + (recv.begin + off) * es;
-    char* dst = into + (recv.begin + off) * es;
-    const char* a = partner_lower ? slot : mine;
-    const char* b = partner_lower ? mine : slot;
-    if (divide_last && op == ReduceOp::kMean) {
-      reduce_divide(dst, a, b, k, dt, divisor);
+    if (!combine) continue;
+    const size_t at = (recv.begin + u * seg) * es;
+    const size_t k = std::min(seg, recv.count - u * seg);
+    const char* theirs = slots + (u % kSlots) * seg * es;
+    const char* a = combine->partner_lower ? theirs : src + at;
+    const char* b = combine->partner_lower ? src + at : theirs;
+    if (combine->divide && combine->op == ReduceOp::kMean) {
+      reduce_divide(out + at, a, b, k, dt, combine->divisor);
     } else {
-      reduce(dst, a, b, k, dt, op);
+      reduce(out + at, a, b, k, dt, combine->op);
     }
   }
   pump(SIZE_MAX);
@@ -117,30 +125,30 @@ void halving_doubling_allreduce(const Context& c, const Group& g, Phase phase, c
   // member keeps the lower half. `in` is read until the first step wrote out.
   Span mine{0, count};
   const char* cur = in;
-  std::vector<Span> kept_at;  // what was held before each step, to grow back
+  struct Step {
+    Span held;  // what both members held before the step
+    Span gave;  // the half this rank gave its partner: what the all-gather brings back
+  };
+  std::vector<Step> steps;
   for (int d = 1; d < p; d *= 2) {
     const int vpartner = vme ^ d;
     const bool lower = vme < vpartner;
     const size_t half = mine.count / 2;
-    Span low{mine.begin, half}, high{mine.begin + half, mine.count - half};
-    Span keep = lower ? low : high, give = lower ? high : low;
-    kept_at.push_back(mine);
-    exchange(c, meta, real(vpartner), !lower, cur, give, nullptr, keep, cur, out, dt, op,
-             d * 2 == p, divisor);
+    const Span low{mine.begin, half}, high{mine.begin + half, mine.count - half};
+    const Span keep = lower ? low : high, give = lower ? high : low;
+    steps.push_back({mine, give});
+    const Combine combine{op, !lower, d * 2 == p, divisor};
+    exchange(c, meta, real(vpartner), cur, give, out, keep, dt, &combine);
     cur = out;
     mine = keep;
   }
-  // All-gather: undo the halving, largest distance first.
+  // All-gather: undo the halving, largest distance first; each step brings
+  // back the half given away at the same distance.
   trace.next("all_gather");
-  for (int i = static_cast<int>(kept_at.size()) - 1; i >= 0; --i) {
-    const int d = 1 << i;
-    const Span whole = kept_at[static_cast<size_t>(i)];
-    const Span other = mine.begin == whole.begin
-                           ? Span{whole.begin + mine.count, whole.count - mine.count}
-                           : Span{whole.begin, whole.count - mine.count};
-    exchange(c, meta, real(vme ^ d), false, out, mine, out, other, nullptr, nullptr, dt, op, false,
-             divisor);
-    mine = whole;
+  for (int i = static_cast<int>(steps.size()) - 1; i >= 0; --i) {
+    const Step& s = steps[static_cast<size_t>(i)];
+    exchange(c, meta, real(vme ^ (1 << i)), out, mine, out, s.gave, dt, nullptr);
+    mine = s.held;
   }
   if (me < 2 * rem) t.wait(t.post_send(g.global(me - 1), out, bytes, meta));
 }

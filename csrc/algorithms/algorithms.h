@@ -16,6 +16,10 @@
 
 namespace pytfcomm::algorithms {
 
+// A group of one: out = in, divided for a mean.
+void single_member_allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                             int64_t divisor);
+
 // out = reduce over the group of in. `in` may equal `out`. For kMean the sum
 // is divided by `divisor` (the number of contributions in the whole job).
 // Chunked and pipelined: reduce-scatter then all-gather, segment by segment.

@@ -3,7 +3,7 @@
 // bytes as in the ring, 2(p-1)/p of the buffer, but in 2 log2(p) pairwise
 // exchanges instead of 2(p-1) steps around a ring: fewer hand-offs, none of
 // them waiting on a chain of other ranks. With n not a power of two, the
-// first 2(n-p) members fold in pairs first, as in recursive doubling.
+// first 2(n-p) members fold in pairs first (fold.h).
 //
 // Each exchange is pipelined segment by segment and its sends paced, like the
 // ring's (ring.cc): a peer's kernel receive queue never holds more than the
@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/fold.h"
 #include "common/reduce.h"
 
 namespace pytfcomm::algorithms {
@@ -87,57 +88,32 @@ void exchange(const Context& c, const transport::MessageMeta& meta, int partner,
 
 void halving_doubling_allreduce(const Context& c, const Group& g, Phase phase, const void* in_v,
                                 void* out_v, size_t count, DType dt, ReduceOp op, int64_t divisor) {
-  const int n = g.size();
-  const int me = g.me;
   const char* in = static_cast<const char*>(in_v);
   char* out = static_cast<char*>(out_v);
-  const size_t es = dtype_size(dt);
-  const size_t bytes = count * es;
-  if (n == 1) {
-    if (in != out) std::memcpy(out, in, bytes);
-    if (op == ReduceOp::kMean && divisor != 1) divide(out, out, count, dt, divisor);
-    return;
-  }
+  if (g.size() == 1) return single_member_allreduce(in, out, count, dt, op, divisor);
   PhaseScope trace(c, "reduce_scatter");
-  transport::Transport& t = c.transport;
   const transport::MessageMeta meta = c.with_phase(phase);
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  const int rem = n - p;
-  int vme;
-  if (me < 2 * rem) {
-    if (me % 2 == 0) {  // hand everything to the odd neighbour, get the result back
-      t.wait(t.post_send(g.global(me + 1), in, bytes, meta));
-      t.wait(t.post_recv(g.global(me + 1), out, bytes, meta));
-      return;
-    }
-    char* tmp = static_cast<char*>(c.workspace.get(2, bytes));
-    t.wait(t.post_recv(g.global(me - 1), tmp, bytes, meta));
-    reduce(out, tmp, in, count, dt, op);  // lower member's data first
-    in = out;
-    vme = me / 2;
-  } else {
-    vme = me - rem;
-  }
-  auto real = [&](int v) { return g.global(v < rem ? 2 * v + 1 : v + rem); };
+  const Fold f = fold_in(c, g, meta, in, out, count, dt, op);
+  if (f.vme < 0) return;  // the partner divided for a mean
+  auto real = [&](int v) { return g.global(f.real(v)); };
 
   // Reduce-scatter: at distance d the pair splits what both hold; the lower
   // member keeps the lower half. `in` is read until the first step wrote out.
   Span mine{0, count};
-  const char* cur = in;
+  const char* cur = f.holds_pair ? out : in;
   struct Step {
     Span held;  // what both members held before the step
     Span gave;  // the half this rank gave its partner: what the all-gather brings back
   };
   std::vector<Step> steps;
-  for (int d = 1; d < p; d *= 2) {
-    const int vpartner = vme ^ d;
-    const bool lower = vme < vpartner;
+  for (int d = 1; d < f.p; d *= 2) {
+    const int vpartner = f.vme ^ d;
+    const bool lower = f.vme < vpartner;
     const size_t half = mine.count / 2;
     const Span low{mine.begin, half}, high{mine.begin + half, mine.count - half};
     const Span keep = lower ? low : high, give = lower ? high : low;
     steps.push_back({mine, give});
-    const Combine combine{op, !lower, d * 2 == p, divisor};
+    const Combine combine{op, !lower, d * 2 == f.p, divisor};
     exchange(c, meta, real(vpartner), cur, give, out, keep, dt, &combine);
     cur = out;
     mine = keep;
@@ -147,10 +123,10 @@ void halving_doubling_allreduce(const Context& c, const Group& g, Phase phase, c
   trace.next("all_gather");
   for (int i = static_cast<int>(steps.size()) - 1; i >= 0; --i) {
     const Step& s = steps[static_cast<size_t>(i)];
-    exchange(c, meta, real(vme ^ (1 << i)), out, mine, out, s.gave, dt, nullptr);
+    exchange(c, meta, real(f.vme ^ (1 << i)), out, mine, out, s.gave, dt, nullptr);
     mine = s.held;
   }
-  if (me < 2 * rem) t.wait(t.post_send(g.global(me - 1), out, bytes, meta));
+  fold_out(c, g, meta, f, out, count * dtype_size(dt));
 }
 
 }  // namespace pytfcomm::algorithms

@@ -164,17 +164,17 @@ void run_ring(const Context& c, const Group& g, Phase phase, const char* in, cha
   t.wait_all();
 }
 
-void single_member(const void* in, void* out, size_t count, DType dt, ReduceOp op,
-                   int64_t divisor) {
+}  // namespace
+
+void single_member_allreduce(const void* in, void* out, size_t count, DType dt, ReduceOp op,
+                             int64_t divisor) {
   if (in != out) std::memcpy(out, in, count * dtype_size(dt));
   if (op == ReduceOp::kMean && divisor != 1) divide(out, out, count, dt, divisor);
 }
 
-}  // namespace
-
 void ring_allreduce(const Context& c, const Group& g, Phase phase, const void* in, void* out,
                     size_t count, DType dtype, ReduceOp op, int64_t divisor) {
-  if (g.size() == 1) return single_member(in, out, count, dtype, op, divisor);
+  if (g.size() == 1) return single_member_allreduce(in, out, count, dtype, op, divisor);
   run_ring(c, g, phase, static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op,
            divisor, true, true);
 }
@@ -182,7 +182,7 @@ void ring_allreduce(const Context& c, const Group& g, Phase phase, const void* i
 void ring_reduce_scatter_inplace(const Context& c, const Group& g, Phase phase, const void* in,
                                  void* out, size_t count, DType dtype, ReduceOp op,
                                  int64_t divisor) {
-  if (g.size() == 1) return single_member(in, out, count, dtype, op, divisor);
+  if (g.size() == 1) return single_member_allreduce(in, out, count, dtype, op, divisor);
   run_ring(c, g, phase, static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op,
            divisor, true, false);
 }
@@ -203,7 +203,7 @@ void reduce_scatter(const Context& c, const Group& g, const void* in, void* out,
                 n, "), got ", count);
   const size_t es = dtype_size(dtype);
   Range mine = split(count, n, g.me);
-  if (n == 1) return single_member(in, out, count, dtype, op, divisor);
+  if (n == 1) return single_member_allreduce(in, out, count, dtype, op, divisor);
   char* full = static_cast<char*>(c.workspace.get(1, count * es));
   run_ring(c, g, Phase::kRing, static_cast<const char*>(in), full, count, dtype, op, divisor, true,
            false);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
+#include "common/algorithm.h"
 #include "common/error.h"
 #include "memory_transport.h"
 #include "transport/topology.h"
@@ -49,21 +50,10 @@ transport::MessageMeta meta_of(CollectiveKind kind, DType dt, ReduceOp op, size_
   return m;
 }
 
-enum class Alg { kRing, kRecursiveDoubling, kHierarchical, kHalvingDoubling };
-
-const char* alg_name(Alg a) {
-  switch (a) {
-    case Alg::kRing:
-      return "ring";
-    case Alg::kRecursiveDoubling:
-      return "recursive_doubling";
-    case Alg::kHierarchical:
-      return "hierarchical";
-    case Alg::kHalvingDoubling:
-      return "halving_doubling";
-  }
-  return "?";
-}
+// The algorithms this file runs by hand (not kAuto or kOneShot, which the engine picks
+// or runs inside a negotiation round).
+using Alg = Algorithm;
+const char* alg_name(Alg a) { return algorithm_name(a); }
 
 // All-reduce of `count` elements with `alg`; for hierarchical, rank r runs
 // on host r % hosts.
@@ -100,6 +90,8 @@ void allreduce(transport::Transport& t, Alg alg, int hosts, const void* in, void
                                          kSmallBytes);
       return;
     }
+    default:
+      FAIL() << "not an algorithm this test runs: " << alg_name(alg);
   }
 }
 

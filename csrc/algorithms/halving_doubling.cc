@@ -39,7 +39,9 @@ struct Combine {
 // One pairwise exchange with `partner`: `send` of `src` goes out while `recv`
 // comes in, segment by segment, sends paced like the ring's. Without
 // `combine` (all-gather) the segments land in `out` at their place; with it
-// each lands in a slot and out[recv] = combine(partner's, src[recv]).
+// out[recv] = combine(partner's, src[recv]), each segment received into its
+// place in `out` when `src` is another buffer (the reduction then finds it in
+// cache, as in ring.cc), else into a slot.
 void exchange(const Context& c, const transport::MessageMeta& meta, int partner, const char* src,
               Span send, char* out, Span recv, DType dt, const Combine* combine) {
   transport::Transport& t = c.transport;
@@ -48,7 +50,8 @@ void exchange(const Context& c, const transport::MessageMeta& meta, int partner,
   const size_t nsend = (send.count + seg - 1) / seg;
   const size_t nrecv = (recv.count + seg - 1) / seg;
   const size_t ahead = std::max<size_t>(kSlots, kSendAheadBytes / (seg * es));
-  char* slots = combine ? static_cast<char*>(c.workspace.get(3, kSlots * seg * es)) : nullptr;
+  const bool in_slots = combine && src == out;
+  char* slots = in_slots ? static_cast<char*>(c.workspace.get(3, kSlots * seg * es)) : nullptr;
   size_t sent = 0, posted = 0;
   std::vector<transport::Handle> sends;
   sends.reserve(nsend);
@@ -61,7 +64,7 @@ void exchange(const Context& c, const transport::MessageMeta& meta, int partner,
   std::vector<transport::Handle> recvs(nrecv);
   auto post = [&](size_t u) {
     size_t off = u * seg, k = std::min(seg, recv.count - off);
-    char* dst = combine ? slots + (u % kSlots) * seg * es : out + (recv.begin + off) * es;
+    char* dst = in_slots ? slots + (u % kSlots) * seg * es : out + (recv.begin + off) * es;
     recvs[u] = t.post_recv(partner, dst, k * es, meta);
   };
   for (size_t u = 0; u < nrecv; ++u) {
@@ -71,7 +74,7 @@ void exchange(const Context& c, const transport::MessageMeta& meta, int partner,
     if (!combine) continue;
     const size_t at = (recv.begin + u * seg) * es;
     const size_t k = std::min(seg, recv.count - u * seg);
-    const char* theirs = slots + (u % kSlots) * seg * es;
+    const char* theirs = in_slots ? slots + (u % kSlots) * seg * es : out + at;
     const char* a = combine->partner_lower ? theirs : src + at;
     const char* b = combine->partner_lower ? src + at : theirs;
     if (combine->divide && combine->op == ReduceOp::kMean) {

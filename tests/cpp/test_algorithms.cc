@@ -120,6 +120,8 @@ TEST_P(AllreduceTest, SumAndMaxAreExactAndIdentical) {
         for (size_t i = 0; i < c.count; ++i) {
           int64_t want = static_cast<int64_t>(i * 7) * c.n + 1000003LL * (c.n * (c.n - 1) / 2);
           ASSERT_EQ(out[i], want) << "rank " << r << " element " << i;
+          // Pieces are received into `out` and reduced there: the input stays as it was.
+          ASSERT_EQ(in[i], static_cast<int64_t>(i * 7 + r * 1000003)) << "rank " << r;
         }
         // In place, max.
         allreduce(t, c.alg, c.hosts, in.data(), in.data(), c.count, DType::kInt64, ReduceOp::kMax,
@@ -171,9 +173,12 @@ TEST(Algorithms, MeanOfFloatsIsDividedOnce) {
   for (Alg a : {Alg::kRing, Alg::kRecursiveDoubling, Alg::kHierarchical, Alg::kHalvingDoubling}) {
     const int n = 6;
     auto errors = run_in_memory(n, [&](transport::Transport& t) {
-      std::vector<float> x(777, static_cast<float>(t.rank() + 1));
-      allreduce(t, a, 2, x.data(), x.data(), x.size(), DType::kFloat32, ReduceOp::kMean);
-      for (float v : x) ASSERT_EQ(v, 3.5f) << alg_name(a);
+      std::vector<float> x(777, static_cast<float>(t.rank() + 1)), y(777, -1.0f);
+      allreduce(t, a, 2, x.data(), y.data(), x.size(), DType::kFloat32, ReduceOp::kMean);
+      for (float v : y) ASSERT_EQ(v, 3.5f) << alg_name(a) << ", out of place";
+      for (float v : x) ASSERT_EQ(v, static_cast<float>(t.rank() + 1)) << alg_name(a);
+      allreduce(t, a, 2, x.data(), x.data(), x.size(), DType::kFloat32, ReduceOp::kMean, 2);
+      for (float v : x) ASSERT_EQ(v, 3.5f) << alg_name(a) << ", in place";
     });
     for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
   }

@@ -42,7 +42,8 @@ enum class CounterKind : int {
   kReducedBytes = 3,    // bytes of output produced by local reductions
   kCrossWorkerOps = 4,  // collectives sent through a Communicator by the TF ops
   kFusedPacks = 5,      // fusion buffers reduced (each holds one or more tensors)
-  kCount = 6,
+  kInPlaceInputs = 6,   // inputs TF handed over, all-reduced in place as their own output
+  kCount = 7,
 };
 void count(CounterKind kind, int64_t delta = 1);
 int64_t counter(CounterKind kind);

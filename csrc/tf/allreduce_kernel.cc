@@ -45,6 +45,9 @@ struct Pack {
   // itself (no local copy into the buffer first).
   const void* direct_src = nullptr;
   size_t direct_count = 0;
+  // ... and when TF hands that input over (no one else holds it), `buffer` is
+  // the input itself and the all-reduce runs in place.
+  bool in_place = false;
 };
 
 }  // namespace
@@ -71,12 +74,14 @@ struct AllReduceFunctor<CPUDevice> {
     OP_REQUIRES_OK_ASYNC(ctx, Plan(ctx, a.fusion_threshold, dtypes, &packs), done);
     count(CounterKind::kFusedPacks, static_cast<int64_t>(packs.size()));
     for (Pack& p : packs) {
+      if (n == 1 && cross && p.tensors.size() == 1 && TakeInput(ctx, &p)) continue;
       OP_REQUIRES_OK_ASYNC(
           ctx, AllocateOutputBuffer(ctx, tensorflow::DT_INT8, TensorShape({p.bytes}), &p.buffer),
           done);
     }
     std::vector<ReduceSpan> spans;
     for (Pack& p : packs) {
+      if (p.in_place) continue;  // its output is set: the input itself
       char* base = static_cast<char*>(p.buffer.data());
       int64_t end = 0;
       for (size_t k = 0; k < p.tensors.size(); ++k) {
@@ -145,6 +150,28 @@ struct AllReduceFunctor<CPUDevice> {
   }
 
  private:
+  // Out of place, the all-reduce writes every line of a separate output after
+  // reading the input's (2-core VM, 16 MiB over shared memory: 2.3-2.4 ms in
+  // place against 2.9-3.2 ms). So a lone tensor that TF lets this op take over
+  // (its buffer referenced by nothing else: a gradient computed in the step,
+  // never the caller's own tensor) becomes the output and is reduced where it
+  // is. False when TF keeps the input; the pack then gets a buffer of its own.
+  static bool TakeInput(OpKernelContext* ctx, Pack* p) {
+    const int j = p->tensors[0];
+    const Tensor& t0 = ctx->input(j);
+    if (t0.NumElements() == 0) return false;
+    std::unique_ptr<Tensor> t = ctx->forward_input(
+        j, j, t0.dtype(), t0.shape(), ctx->output_memory_type(j), ctx->output_alloc_attr(j));
+    if (!t) return false;
+    p->buffer = *t;
+    p->in_place = true;
+    p->direct_src = p->buffer.tensor_data().data();
+    p->direct_count = static_cast<size_t>(t0.NumElements());
+    ctx->set_output(j, p->buffer);
+    count(CounterKind::kInPlaceInputs);
+    return true;
+  }
+
   // Elements of a buffer's collective: the whole padded buffer, or the one
   // input it reads directly.
   static size_t Elements(const Pack& p) {

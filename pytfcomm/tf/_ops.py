@@ -33,6 +33,7 @@ COUNTERS = (
     "reduced_bytes",
     "cross_worker_ops",
     "fused_packs",
+    "in_place_inputs",
     "output_cache_hits",
     "output_cache_misses",
     "output_cache_idle_bytes",

@@ -79,6 +79,62 @@ def cached_outputs(rank: int, size: int, addr: str) -> dict:
     return {"before": before, "after": after}
 
 
+def in_place_inputs(rank: int, size: int, addr: str) -> dict:
+    """A lone tensor no one else holds is all-reduced in place; any other input stays intact."""
+    import tensorflow as tf
+
+    import pytfcomm
+    import pytfcomm.tf as ptf
+
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr)
+    ptf.set_default_communicator(comm)
+    n = 1 << 20  # 4 MiB of float32
+    ranks_sum = sum(r + 1 for r in range(size))
+    taken = lambda: ptf.counters()["in_place_inputs"]  # noqa: E731
+    out: dict = {}
+
+    # Computed in the step and used by nothing else, like a gradient: TF hands it over.
+    fresh = tf.function(lambda x, op: ptf.allreduce(x * 2.0, op=op))
+    x = tf.fill([n], float(rank + 1))
+    before = taken()
+    y = fresh(x, "sum")
+    out["fresh_taken"] = taken() - before
+    assert np.all(y.numpy() == 2.0 * ranks_sum), y.numpy()[:3]
+    assert np.all(x.numpy() == rank + 1)  # the caller's tensor, read by the multiply only
+    ym = fresh(x, "mean")
+    assert np.all(ym.numpy() == 2.0 * ranks_sum / size), ym.numpy()[:3]
+    xi = tf.fill([n + 3], rank + 1)  # int32, an odd count
+    yi = tf.function(lambda x: ptf.allreduce(x + 0, op="max"))(xi)
+    assert np.all(yi.numpy() == size), yi.numpy()[:3]
+
+    # The caller keeps its tensor: it is never written.
+    before = taken()
+    held = tf.function(lambda x: ptf.allreduce(x, op="sum"))
+    y2 = held(x)
+    out["held_taken"] = taken() - before
+    assert np.all(x.numpy() == rank + 1), x.numpy()[:3]
+    assert np.all(y2.numpy() == ranks_sum)
+
+    # A tensor the step reads again after the all-reduce: never taken over either.
+    def twice(x):
+        g = x * 3.0
+        return ptf.allreduce(g, op="sum"), g + 0.0
+
+    before = taken()
+    y3, g = tf.function(twice)(x)
+    out["reread_taken"] = taken() - before
+    assert np.all(g.numpy() == 3.0 * (rank + 1)), g.numpy()[:3]
+    assert np.all(y3.numpy() == 3.0 * ranks_sum)
+
+    # Eager: the op's input is a Python-held tensor.
+    before = taken()
+    y4 = ptf.allreduce(x, op="sum")
+    out["eager_taken"] = taken() - before
+    assert np.all(x.numpy() == rank + 1) and np.all(y4.numpy() == ranks_sum)
+    comm.close()
+    return out
+
+
 def legacy_keras_fit(rank: int, size: int, addr: str) -> dict:
     """tf-keras (TF_USE_LEGACY_KERAS=1) fit with RingAllReduce, inter-op threads = 1."""
     assert os.environ.get("TF_USE_LEGACY_KERAS") == "1"

@@ -62,10 +62,13 @@ void exchange(const Context& c, const transport::MessageMeta& meta, int partner,
     }
   };
   std::vector<transport::Handle> recvs(nrecv);
+  // Where segment u arrives: a slot when combining in place, else its place in `out`.
+  auto landing = [&](size_t u) {
+    return in_slots ? slots + (u % kSlots) * seg * es : out + (recv.begin + u * seg) * es;
+  };
   auto post = [&](size_t u) {
-    size_t off = u * seg, k = std::min(seg, recv.count - off);
-    char* dst = in_slots ? slots + (u % kSlots) * seg * es : out + (recv.begin + off) * es;
-    recvs[u] = t.post_recv(partner, dst, k * es, meta);
+    size_t k = std::min(seg, recv.count - u * seg);
+    recvs[u] = t.post_recv(partner, landing(u), k * es, meta);
   };
   for (size_t u = 0; u < nrecv; ++u) {
     for (; posted < nrecv && posted < u + kSlots; ++posted) post(posted);
@@ -74,7 +77,7 @@ void exchange(const Context& c, const transport::MessageMeta& meta, int partner,
     if (!combine) continue;
     const size_t at = (recv.begin + u * seg) * es;
     const size_t k = std::min(seg, recv.count - u * seg);
-    const char* theirs = in_slots ? slots + (u % kSlots) * seg * es : out + at;
+    const char* theirs = landing(u);
     const char* a = combine->partner_lower ? theirs : src + at;
     const char* b = combine->partner_lower ? src + at : theirs;
     if (combine->divide && combine->op == ReduceOp::kMean) {

@@ -137,11 +137,15 @@ void run_ring(const Context& c, const Group& g, Phase phase, const char* in, cha
     }
     return t.test(h);
   };
-  auto post = [&](size_t u) {
+  // Where unit u's data arrives: a slot for an in-place reduce-scatter
+  // piece, else its place in `out`.
+  auto landing = [&](size_t u) {
     const Unit& x = units[u];
-    char* dst =
-        x.step < rs_steps && !into_out ? slots + (u % kSlots) * seg_elems * es : out + x.begin * es;
-    recv_handle[u] = t.post_recv(left, dst, x.count * es, meta);
+    return x.step < rs_steps && !into_out ? slots + (u % kSlots) * seg_elems * es
+                                          : out + x.begin * es;
+  };
+  auto post = [&](size_t u) {
+    recv_handle[u] = t.post_recv(left, landing(u), units[u].count * es, meta);
     ++posted;
   };
 
@@ -159,7 +163,7 @@ void run_ring(const Context& c, const Group& g, Phase phase, const char* in, cha
     const Unit& x = units[u];
     char* dst = out + x.begin * es;
     if (x.step < rs_steps) {
-      const char* piece = into_out ? dst : slots + (u % kSlots) * seg_elems * es;
+      const char* piece = landing(u);
       const char* mine = in + x.begin * es;
       if (x.step == rs_steps - 1 && op == ReduceOp::kMean) {
         reduce_divide(dst, piece, mine, x.count, dt, divisor);

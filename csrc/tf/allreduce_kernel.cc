@@ -73,8 +73,11 @@ struct AllReduceFunctor<CPUDevice> {
     std::vector<Pack> packs;
     OP_REQUIRES_OK_ASYNC(ctx, Plan(ctx, a.fusion_threshold, dtypes, &packs), done);
     count(CounterKind::kFusedPacks, static_cast<int64_t>(packs.size()));
+    // One replica, one tensor to a buffer, across processes: the collective
+    // reads that tensor itself (Pack::direct_src), in place where TF hands it over.
+    auto direct = [&](const Pack& p) { return n == 1 && cross && p.tensors.size() == 1; };
     for (Pack& p : packs) {
-      if (n == 1 && cross && p.tensors.size() == 1 && TakeInput(ctx, &p)) continue;
+      if (direct(p) && TakeInput(ctx, &p)) continue;
       OP_REQUIRES_OK_ASYNC(
           ctx, AllocateOutputBuffer(ctx, tensorflow::DT_INT8, TensorShape({p.bytes}), &p.buffer),
           done);
@@ -99,7 +102,7 @@ struct AllReduceFunctor<CPUDevice> {
         s.count = static_cast<size_t>(t0.NumElements());
         s.dtype = dtypes[j];
         for (int i = 0; i < n; ++i) s.inputs.push_back(ctx->input(i * m + j).data());
-        if (n == 1 && cross && p.tensors.size() == 1) {
+        if (direct(p)) {
           p.direct_src = s.inputs[0];
           p.direct_count = s.count;
         } else {

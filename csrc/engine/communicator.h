@@ -154,7 +154,7 @@ class Communicator {
   // within the negotiation round, when every rank asks in the same round).
   Algorithm choose_allreduce(size_t bytes) const;
   Algorithm last_algorithm() const { return last_algorithm_; }
-  // The pipeline segment an all-reduce of `bytes` uses (every rank alike).
+  // The pipeline segment a ring all-reduce of `bytes` uses (every rank alike).
   size_t allreduce_segment(size_t bytes) const;
 
   void close();
@@ -256,7 +256,7 @@ class Communicator {
   size_t eager_bytes_ = 0;            // largest input that may run within a round
   double drive_s_ = 0;                // how long a submitting thread may drive (submit_async)
   size_t segment_bytes_ = 0;          // the ring's pipeline segment (agreed)
-  size_t oversub_segment_bytes_ = 0;  // its floor when ranks outnumber cores (0: not so)
+  size_t oversub_segment_bytes_ = 0;  // the ring's, ranks outnumbering cores (0: not so)
   size_t halving_bytes_ = 0;          // auto's halving-doubling limit (agreed; 0: never)
   bool all_shared_memory_ = false;    // every pair of ranks shares memory (agreed)
 

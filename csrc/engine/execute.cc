@@ -164,12 +164,14 @@ void Communicator::execute(Request& r, const Decision& d) {
 }
 
 size_t Communicator::allreduce_segment(size_t bytes) const {
-  if (oversub_segment_bytes_ == 0) return segment_bytes_;
-  // Ranks outnumber cores somewhere (and PYTFCOMM_OVERSUB_SEGMENT_BYTES is
-  // set): a chunk of one segment cannot overlap anything, so cut each rank's
-  // chunk into two segments, down to the floor.
-  const size_t half_chunk = (bytes / static_cast<size_t>(size_) / 2 + 4095) & ~size_t{4095};
-  return std::min(segment_bytes_, std::max(oversub_segment_bytes_, half_chunk));
+  // Ranks outnumber cores somewhere and some pairs talk over TCP (and
+  // PYTFCOMM_OVERSUB_SEGMENT_BYTES is not off): fewer, larger pieces mean
+  // fewer receives racing the sending core for the socket's lock (README,
+  // round14). Only where each rank's chunk still holds two of them, so that
+  // reducing one overlaps moving the next.
+  if (oversub_segment_bytes_ == 0 || all_shared_memory_) return segment_bytes_;
+  const size_t chunk = bytes / static_cast<size_t>(size_);
+  return chunk >= 2 * oversub_segment_bytes_ ? oversub_segment_bytes_ : segment_bytes_;
 }
 
 void Communicator::run_algorithm(Request& r, const transport::MessageMeta& meta) {
@@ -179,14 +181,14 @@ void Communicator::run_algorithm(Request& r, const transport::MessageMeta& meta)
   const size_t count = static_cast<size_t>(r.desc.count);
   const size_t bytes = r.bytes();
   const bool reduce = r.desc.kind == CollectiveKind::kAllreduce;
-  algorithms::Context ctx{timeline_ ? timeline_->traced(*transport_) : *transport_, meta,
-                          workspace_, reduce ? allreduce_segment(bytes) : segment_bytes_,
-                          timeline_.get()};
+  const auto asked = static_cast<Algorithm>(r.desc.algorithm);
+  const Algorithm a = reduce ? resolve_allreduce(asked, bytes) : Algorithm::kAuto;
+  algorithms::Context ctx{
+      timeline_ ? timeline_->traced(*transport_) : *transport_, meta, workspace_,
+      a == Algorithm::kRing ? allreduce_segment(bytes) : segment_bytes_, timeline_.get()};
   const DType dt = r.desc.dtype;
   switch (r.desc.kind) {
     case CollectiveKind::kAllreduce: {
-      const auto asked = static_cast<Algorithm>(r.desc.algorithm);
-      const Algorithm a = resolve_allreduce(asked, bytes);
       last_algorithm_ = a;
       PTC_LOG(kDebug, "allreduce of ", bytes, " bytes: ", algorithm_name(a),
               asked == Algorithm::kAuto ? " (picked by auto)" : " (asked for)");

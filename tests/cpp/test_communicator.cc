@@ -359,31 +359,47 @@ TEST(SubmitAsync, ZeroBudgetLeavesEverythingToTheEnginesThread) {
   });
 }
 
-// Segments are agreed at setup. When ranks outnumber cores, an all-reduce
-// cuts each rank's chunk in two down to PYTFCOMM_OVERSUB_SEGMENT_BYTES;
-// otherwise, and with it off, every all-reduce uses PYTFCOMM_SEGMENT_BYTES.
-TEST(Segments, SmallerRingSegmentsOnlyWhenRanksOutnumberCores) {
+// Segments are agreed at setup. When ranks outnumber cores and talk over
+// TCP, a ring all-reduce whose chunk per rank holds two segments of
+// PYTFCOMM_OVERSUB_SEGMENT_BYTES uses that size; otherwise (shared memory, a
+// core per rank, smaller chunks, or it off) PYTFCOMM_SEGMENT_BYTES.
+TEST(Segments, LargerRingSegmentsOverTcpOnlyWhenRanksOutnumberCores) {
   ScopedEnv seg("PYTFCOMM_SEGMENT_BYTES", "262144");
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   for (int n : {2, 4}) {
     const bool over = static_cast<unsigned>(n) > cores;
-    for (const char* floor : {"131072", "off"}) {
-      ScopedEnv oversub("PYTFCOMM_OVERSUB_SEGMENT_BYTES", floor);
-      on_transports(n, [&](Communicator& comm) {
-        const bool on = over && std::string(floor) != "off";
-        const size_t mib = 1 << 20;
-        EXPECT_EQ(comm.allreduce_segment(64 * mib), 262144u);
-        EXPECT_EQ(comm.allreduce_segment(mib), on && n == 4 ? 131072u : 262144u) << n;
-        EXPECT_EQ(comm.allreduce_segment(mib / 2), on ? 131072u : 262144u) << n;
-        EXPECT_EQ(comm.allreduce_segment(100), on ? 131072u : 262144u) << n;
-        // And the results are right at sizes around those cuts.
-        for (size_t count : {size_t{65537}, size_t{262144}, size_t{262147}, size_t{1 << 20}}) {
-          std::vector<float> v(count, static_cast<float>(comm.rank() + 1));
-          comm.allreduce(v.data(), v.data(), count, DType::kFloat32, ReduceOp::kSum,
-                         Algorithm::kRing, 0);
-          for (size_t i = 0; i < count; i += 997) ASSERT_EQ(v[i], n * (n + 1) / 2.0f) << count;
-        }
-      });
+    for (const char* transport : {"tcp", "shm"}) {
+      for (const char* big : {"524288", "off"}) {
+        ScopedEnv oversub("PYTFCOMM_OVERSUB_SEGMENT_BYTES", big);
+        const int port = free_port();
+        auto errors = testing_util::on_threads(n, [&](int r) {
+          CommOptions o = testing_util::loopback_options(r, n, port);
+          o.host_id = "host";
+          o.transport = transport;
+          Communicator comm(o);
+          const bool on = over && std::string(transport) == "tcp" && std::string(big) != "off";
+          const size_t mib = 1 << 20;
+          const size_t n_bytes = static_cast<size_t>(n);
+          // Two 512 KiB segments per rank's chunk, and just short of that.
+          EXPECT_EQ(comm.allreduce_segment(n_bytes * mib), on ? 524288u : 262144u) << n;
+          EXPECT_EQ(comm.allreduce_segment(n_bytes * mib - 4), 262144u) << n;
+          EXPECT_EQ(comm.allreduce_segment(64 * mib), on ? 524288u : 262144u) << n;
+          EXPECT_EQ(comm.allreduce_segment(100), 262144u) << n;
+          // And the ring's results are right at sizes around those cuts.
+          for (size_t count : {size_t{65537}, n_bytes * mib / 4 - 1, n_bytes * mib / 4,
+                               n_bytes * mib / 4 + 3, size_t{3} << 20}) {
+            std::vector<float> v(count, static_cast<float>(comm.rank() + 1));
+            for (size_t i = 0; i < count; i += 4099) v[i] += static_cast<float>(i % 7);
+            comm.allreduce(v.data(), v.data(), count, DType::kFloat32, ReduceOp::kSum,
+                           Algorithm::kRing, 0);
+            for (size_t i = 0; i < count; i += 997) {
+              const float extra = i % 4099 == 0 ? static_cast<float>(n * (i % 7)) : 0.0f;
+              ASSERT_EQ(v[i], n * (n + 1) / 2.0f + extra) << count << " at " << i;
+            }
+          }
+        });
+        for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << transport << r;
+      }
     }
   }
 }

@@ -129,3 +129,30 @@ def test_in_process_benchmarks_import_the_installed_pytfcomm() -> None:
     assert out.returncode == 0, out.stderr.decode()
     where = Path(out.stdout.decode().strip()).resolve()
     assert not where.is_relative_to(root / "pytfcomm"), where
+
+
+def test_the_shared_memory_ceiling_runs_every_pass_it_times() -> None:
+    # benchmarks/shm_ceiling.py checks each mode's result after an iteration that starts
+    # from NaN; a pass that skipped work or read the wrong piece raises there.
+    from benchmarks import shm_ceiling
+
+    t = shm_ceiling.measure(256 << 10, iters=2, timeout_s=120)
+    assert set(t) == set(shm_ceiling.MODES)
+    assert all(0 < v < 10 for v in t.values()), t
+
+
+def test_the_shared_memory_ceiling_catches_a_piece_read_before_it_is_reduced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from benchmarks import shm_ceiling
+
+    def gather_first(rank, progress, base, rs, ag, reduce_piece, gather_piece, timeout_s=60.0):
+        for i in range(len(ag)):
+            gather_piece(i)  # without waiting for the peer's counter
+        for i in range(len(rs)):
+            reduce_piece(i)
+            progress[rank] = base + i + 1
+
+    monkeypatch.setattr(shm_ceiling, "_pipelined", gather_first)  # the forked ranks inherit it
+    with pytest.raises(RuntimeError, match=r"(private|shared): rank \d element \d+ is nan"):
+        shm_ceiling.measure(256 << 10, iters=1, modes=["private", "shared"], timeout_s=120)

@@ -107,33 +107,32 @@ def _pipelined(
     rank: int,
     progress: np.ndarray,
     base: int,
-    rs: list,
-    ag: list,
+    pieces: int,
     reduce_piece,
     gather_piece,
     timeout_s: float = 60.0,
 ) -> None:
-    """The ring's order at N=2: reduce my pieces one by one, publishing each, and gather
-    each of the peer's reduced pieces as soon as its counter says it is done.
+    """The ring's order at N=2: reduce my ``pieces`` one by one, publishing each, and gather
+    each of the peer's reduced pieces (as many) as soon as its counter says it is done.
 
     ``progress[r]`` counts rank r's reduced pieces since the first iteration (``base`` of
     them before this one), so a counter never goes back and needs no reset between
     iterations. x86 keeps stores in order: a counter is seen only after its piece."""
     peer = 1 - rank
     got = 0
-    for i in range(len(rs)):
+    for i in range(pieces):
         reduce_piece(i)
         progress[rank] = base + i + 1
-        while got < len(ag) and progress[peer] > base + got:
+        while got < pieces and progress[peer] > base + got:
             gather_piece(got)
             got += 1
     deadline = time.monotonic() + timeout_s
-    while got < len(ag):
+    while got < pieces:
         if progress[peer] > base + got:
             gather_piece(got)
             got += 1
         elif time.monotonic() > deadline:
-            raise TimeoutError(f"the peer reduced {int(progress[peer]) - base} of {len(ag)} pieces")
+            raise TimeoutError(f"the peer reduced {int(progress[peer]) - base} of {pieces} pieces")
 
 
 def _input(rank: int, n: int) -> np.ndarray:
@@ -189,6 +188,21 @@ def _rank(rank: int, nbytes: int, iters: int, modes: list[str], shared: mmap.mma
         }
         expect["shared"] = expect["private"]
         times: dict[str, list[float]] = {}
+        # Per all-reduce mode: how a piece of my half is reduced, how one of the peer's
+        # reduced pieces comes in.
+        passes = {
+            "private": (
+                lambda i: (
+                    cma.read(rs_reads[i]),
+                    np.add(out[rs[i]], inp[rs[i]], out=out[rs[i]]),
+                ),
+                lambda i: cma.read(ag_reads[i]),
+            ),
+            "shared": (
+                lambda i: np.add(s_peer_in[rs[i]], s_in[rs[i]], out=s_out[rs[i]]),
+                lambda i: np.copyto(s_out[ag[i]], s_peer_out[ag[i]]),
+            ),
+        }
         base = 0  # pieces published by each rank so far (the same on both: same sequence)
         for mode in modes:
             times[mode] = []
@@ -208,29 +222,8 @@ def _rank(rank: int, nbytes: int, iters: int, modes: list[str], shared: mmap.mma
                     np.copyto(out, inp)
                 elif mode == "cma":
                     cma.read(whole)
-                elif mode == "private":
-                    _pipelined(
-                        rank,
-                        progress,
-                        it * len(rs_reads),
-                        rs_reads,
-                        ag_reads,
-                        lambda i: (
-                            cma.read(rs_reads[i]),
-                            np.add(out[rs[i]], inp[rs[i]], out=out[rs[i]]),
-                        ),
-                        lambda i: cma.read(ag_reads[i]),
-                    )
-                else:  # shared
-                    _pipelined(
-                        rank,
-                        progress,
-                        it * len(rs_reads),
-                        rs_reads,
-                        ag_reads,
-                        lambda i: np.add(s_peer_in[rs[i]], s_in[rs[i]], out=s_out[rs[i]]),
-                        lambda i: np.copyto(s_out[ag[i]], s_peer_out[ag[i]]),
-                    )
+                else:  # private, shared
+                    _pipelined(rank, progress, base, len(rs), *passes[mode])
                 times[mode].append(time.perf_counter() - t0)
                 if mode == "memcpy" and rank == 1:
                     np.copyto(out, inp)  # the same result, untimed

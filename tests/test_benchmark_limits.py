@@ -146,10 +146,10 @@ def test_the_shared_memory_ceiling_catches_a_piece_read_before_it_is_reduced(
 ) -> None:
     from benchmarks import shm_ceiling
 
-    def gather_first(rank, progress, base, rs, ag, reduce_piece, gather_piece, timeout_s=60.0):
-        for i in range(len(ag)):
+    def gather_first(rank, progress, base, pieces, reduce_piece, gather_piece, timeout_s=60.0):
+        for i in range(pieces):
             gather_piece(i)  # without waiting for the peer's counter
-        for i in range(len(rs)):
+        for i in range(pieces):
             reduce_piece(i)
             progress[rank] = base + i + 1
 

@@ -272,18 +272,21 @@ void check_driven(const DrivenBatch& b, int n, int r) {
   }
 }
 
+// n ranks on threads of this process, one host, over `transport` ("tcp"/"shm").
+void on_transport(int n, const char* transport, const std::function<void(Communicator&)>& fn) {
+  const int port = free_port();
+  auto errors = testing_util::on_threads(n, [&](int r) {
+    CommOptions o = testing_util::loopback_options(r, n, port);
+    o.host_id = "host";
+    o.transport = transport;
+    Communicator comm(o);
+    fn(comm);
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << transport << r;
+}
+
 void on_transports(int n, const std::function<void(Communicator&)>& fn) {
-  for (const char* transport : {"tcp", "shm"}) {
-    const int port = free_port();
-    auto errors = testing_util::on_threads(n, [&](int r) {
-      CommOptions o = testing_util::loopback_options(r, n, port);
-      o.host_id = "host";
-      o.transport = transport;
-      Communicator comm(o);
-      fn(comm);
-    });
-    for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << transport << r;
-  }
+  for (const char* transport : {"tcp", "shm"}) on_transport(n, transport, fn);
 }
 
 // Sets a variable for one test and puts back what was there.
@@ -371,12 +374,7 @@ TEST(Segments, LargerRingSegmentsOverTcpOnlyWhenRanksOutnumberCores) {
     for (const char* transport : {"tcp", "shm"}) {
       for (const char* big : {"524288", "off"}) {
         ScopedEnv oversub("PYTFCOMM_OVERSUB_SEGMENT_BYTES", big);
-        const int port = free_port();
-        auto errors = testing_util::on_threads(n, [&](int r) {
-          CommOptions o = testing_util::loopback_options(r, n, port);
-          o.host_id = "host";
-          o.transport = transport;
-          Communicator comm(o);
+        on_transport(n, transport, [&](Communicator& comm) {
           const bool on = over && std::string(transport) == "tcp" && std::string(big) != "off";
           const size_t mib = 1 << 20;
           const size_t n_bytes = static_cast<size_t>(n);
@@ -398,7 +396,6 @@ TEST(Segments, LargerRingSegmentsOverTcpOnlyWhenRanksOutnumberCores) {
             }
           }
         });
-        for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << transport << r;
       }
     }
   }

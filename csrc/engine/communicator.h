@@ -154,8 +154,9 @@ class Communicator {
   // within the negotiation round, when every rank asks in the same round).
   Algorithm choose_allreduce(size_t bytes) const;
   Algorithm last_algorithm() const { return last_algorithm_; }
-  // The pipeline segment a ring all-reduce of `bytes` uses (every rank alike).
-  size_t allreduce_segment(size_t bytes) const;
+  // The pipeline segment algorithm `a` runs an all-reduce of `bytes` in
+  // (every rank alike).
+  size_t allreduce_segment(Algorithm a, size_t bytes) const;
 
   void close();
   bool closed() const;

@@ -163,15 +163,18 @@ void Communicator::execute(Request& r, const Decision& d) {
   if (timeline_) timeline_->end_collective(false);
 }
 
-size_t Communicator::allreduce_segment(size_t bytes) const {
+size_t Communicator::allreduce_segment(Algorithm a, size_t bytes) const {
   // Ranks outnumber cores somewhere and some pairs talk over TCP (and
   // PYTFCOMM_OVERSUB_SEGMENT_BYTES is not off): fewer, larger pieces mean
   // fewer receives racing the sending core for the socket's lock (README,
-  // round14). Only where each rank's chunk still holds two of them, so that
-  // reducing one overlaps moving the next.
+  // round14). Only where the algorithm's largest exchange still holds two of
+  // them, so that reducing one overlaps moving the next: the ring's is a
+  // rank's chunk, halving-doubling's the half its first step swaps (round15).
+  const bool ring = a == Algorithm::kRing;
+  if (!ring && a != Algorithm::kHalvingDoubling) return segment_bytes_;
   if (oversub_segment_bytes_ == 0 || all_shared_memory_) return segment_bytes_;
-  const size_t chunk = bytes / static_cast<size_t>(size_);
-  return chunk >= 2 * oversub_segment_bytes_ ? oversub_segment_bytes_ : segment_bytes_;
+  const size_t largest = ring ? bytes / static_cast<size_t>(size_) : bytes / 2;
+  return largest >= 2 * oversub_segment_bytes_ ? oversub_segment_bytes_ : segment_bytes_;
 }
 
 void Communicator::run_algorithm(Request& r, const transport::MessageMeta& meta) {
@@ -183,9 +186,8 @@ void Communicator::run_algorithm(Request& r, const transport::MessageMeta& meta)
   const bool reduce = r.desc.kind == CollectiveKind::kAllreduce;
   const auto asked = static_cast<Algorithm>(r.desc.algorithm);
   const Algorithm a = reduce ? resolve_allreduce(asked, bytes) : Algorithm::kAuto;
-  algorithms::Context ctx{
-      timeline_ ? timeline_->traced(*transport_) : *transport_, meta, workspace_,
-      a == Algorithm::kRing ? allreduce_segment(bytes) : segment_bytes_, timeline_.get()};
+  algorithms::Context ctx{timeline_ ? timeline_->traced(*transport_) : *transport_, meta,
+                          workspace_, allreduce_segment(a, bytes), timeline_.get()};
   const DType dt = r.desc.dtype;
   switch (r.desc.kind) {
     case CollectiveKind::kAllreduce: {

@@ -366,7 +366,7 @@ TEST(SubmitAsync, ZeroBudgetLeavesEverythingToTheEnginesThread) {
 // TCP, a ring all-reduce whose chunk per rank holds two segments of
 // PYTFCOMM_OVERSUB_SEGMENT_BYTES uses that size; otherwise (shared memory, a
 // core per rank, smaller chunks, or it off) PYTFCOMM_SEGMENT_BYTES.
-TEST(Segments, LargerRingSegmentsOverTcpOnlyWhenRanksOutnumberCores) {
+TEST(Segments, LargerSegmentsOverTcpOnlyWhenRanksOutnumberCores) {
   ScopedEnv seg("PYTFCOMM_SEGMENT_BYTES", "262144");
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   for (int n : {2, 4}) {
@@ -378,21 +378,41 @@ TEST(Segments, LargerRingSegmentsOverTcpOnlyWhenRanksOutnumberCores) {
           const bool on = over && std::string(transport) == "tcp" && std::string(big) != "off";
           const size_t mib = 1 << 20;
           const size_t n_bytes = static_cast<size_t>(n);
-          // Two 512 KiB segments per rank's chunk, and just short of that.
-          EXPECT_EQ(comm.allreduce_segment(n_bytes * mib), on ? 524288u : 262144u) << n;
-          EXPECT_EQ(comm.allreduce_segment(n_bytes * mib - 4), 262144u) << n;
-          EXPECT_EQ(comm.allreduce_segment(64 * mib), on ? 524288u : 262144u) << n;
-          EXPECT_EQ(comm.allreduce_segment(100), 262144u) << n;
-          // And the ring's results are right at sizes around those cuts.
-          for (size_t count : {size_t{65537}, n_bytes * mib / 4 - 1, n_bytes * mib / 4,
-                               n_bytes * mib / 4 + 3, size_t{3} << 20}) {
-            std::vector<float> v(count, static_cast<float>(comm.rank() + 1));
-            for (size_t i = 0; i < count; i += 4099) v[i] += static_cast<float>(i % 7);
-            comm.allreduce(v.data(), v.data(), count, DType::kFloat32, ReduceOp::kSum,
-                           Algorithm::kRing, 0);
-            for (size_t i = 0; i < count; i += 997) {
-              const float extra = i % 4099 == 0 ? static_cast<float>(n * (i % 7)) : 0.0f;
-              ASSERT_EQ(v[i], n * (n + 1) / 2.0f + extra) << count << " at " << i;
+          // The ring: two 512 KiB segments per rank's chunk, and just short of that.
+          EXPECT_EQ(comm.allreduce_segment(Algorithm::kRing, n_bytes * mib), on ? 524288u : 262144u)
+              << n;
+          EXPECT_EQ(comm.allreduce_segment(Algorithm::kRing, n_bytes * mib - 4), 262144u) << n;
+          EXPECT_EQ(comm.allreduce_segment(Algorithm::kRing, 64 * mib), on ? 524288u : 262144u)
+              << n;
+          EXPECT_EQ(comm.allreduce_segment(Algorithm::kRing, 100), 262144u) << n;
+          // Halving-doubling: two in the half its first exchange swaps, whatever n.
+          EXPECT_EQ(comm.allreduce_segment(Algorithm::kHalvingDoubling, 2 * mib),
+                    on ? 524288u : 262144u)
+              << n;
+          EXPECT_EQ(comm.allreduce_segment(Algorithm::kHalvingDoubling, 2 * mib - 4), 262144u) << n;
+          // The others keep the agreed segment.
+          for (Algorithm a : {Algorithm::kRecursiveDoubling, Algorithm::kHierarchical}) {
+            EXPECT_EQ(comm.allreduce_segment(a, 64 * mib), 262144u) << n;
+          }
+          // And the results are right at sizes around those cuts.
+          std::vector<Algorithm> algs{Algorithm::kRing};
+          if (n == 4) algs.push_back(Algorithm::kHalvingDoubling);
+          for (Algorithm a : algs) {
+            for (size_t count :
+                 {size_t{65537}, n_bytes * mib / 4 - 1, n_bytes * mib / 4, n_bytes * mib / 4 + 3,
+                  size_t{1} << 19, (size_t{1} << 19) + 5, size_t{3} << 20}) {
+              std::vector<float> v(count, static_cast<float>(comm.rank() + 1));
+              for (size_t i = 0; i < count; i += 4099) v[i] += static_cast<float>(i % 7);
+              comm.allreduce(v.data(), v.data(), count, DType::kFloat32, ReduceOp::kSum, a, 0);
+              for (size_t i = 0; i < count; i += 997) {
+                const float extra = i % 4099 == 0 ? static_cast<float>(n * (i % 7)) : 0.0f;
+                ASSERT_EQ(v[i], n * (n + 1) / 2.0f + extra)
+                    << algorithm_name(a) << " " << count << " at " << i;
+              }
+              // The last element too: a short final segment.
+              const size_t last = count - 1;
+              const float extra = last % 4099 == 0 ? static_cast<float>(n * (last % 7)) : 0.0f;
+              ASSERT_EQ(v[last], n * (n + 1) / 2.0f + extra) << algorithm_name(a) << " " << count;
             }
           }
         });

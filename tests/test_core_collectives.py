@@ -70,15 +70,15 @@ def test_large_pipelined_broadcast() -> None:
     "values", [["16384", "65536", "32768", "16384"], ["16384", "off", "32768", "65536"]]
 )
 def test_ranks_given_different_oversubscribed_segments_agree_on_one(values: list[str]) -> None:
-    # 4 ranks over TCP (more than CI's 2 cores): ring all-reduces whose chunk per rank
-    # holds two PYTFCOMM_OVERSUB_SEGMENT_BYTES use that size, the smallest over the ranks,
-    # and none where any rank has it off. Ranks cutting differently would disagree on
-    # every message's size.
+    # 4 ranks over TCP (more than CI's 2 cores): ring all-reduces whose chunk per rank,
+    # and halving-doubling ones whose first half, holds two PYTFCOMM_OVERSUB_SEGMENT_BYTES
+    # use that size, the smallest over the ranks, and none where any rank has it off.
+    # Ranks cutting differently would disagree on every message's size.
     results = run_ranks(
         4,
         "core_workers:allreduce_matrix",
         [5000, 100_003, 300_001],
-        ["ring"],
+        ["ring", "halving_doubling"],
         False,
         per_rank_env=[
             {"PYTFCOMM_OVERSUB_SEGMENT_BYTES": v, "PYTFCOMM_TRANSPORT": "tcp"} for v in values

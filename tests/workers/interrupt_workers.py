@@ -23,10 +23,18 @@ def _mark(name: str) -> None:
     os.replace(tmp, name)
 
 
+def _ctrl_c_raises() -> None:
+    """Give SIGINT Python's handler. A shell without job control (a CI runner's script
+    started in the background) starts its jobs with SIGINT ignored, and an ignored signal
+    stays ignored across exec, so Python installs no handler; at a terminal it has one."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def interrupted_collective(rank: int, size: int, addr: str, n: int) -> dict:
     """Rank 0 blocks in a collective rank 1 joins only much later; the test sends
     rank 0 SIGINT. Rank 0 must raise KeyboardInterrupt about at once, closed; rank 1,
     when it comes, must learn that rank 0 was interrupted."""
+    _ctrl_c_raises()
     comm = pytfcomm.init(rank=rank, size=size, addr=addr)
     comm.barrier()
     out: dict = {}
@@ -61,6 +69,7 @@ def interrupted_collective(rank: int, size: int, addr: str, n: int) -> dict:
 
 def interrupted_init(rank: int, size: int, addr: str) -> dict:
     """Rank 0 waits in init() for a rank that never starts; SIGINT ends it."""
+    _ctrl_c_raises()
     _mark(f"blocked{rank}")
     try:
         pytfcomm.init(rank=rank, size=size, addr=addr)

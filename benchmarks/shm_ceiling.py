@@ -210,7 +210,8 @@ def _rank(rank: int, nbytes: int, iters: int, modes: list[str], shared: mmap.mma
             for it in range(iters + 1):  # the first iteration warms up
                 if it == iters:
                     # The checked iteration starts from garbage: a piece it gathered
-                    # before the peer had reduced it shows as NaN, not as the last sum.
+                    # before the peer had reduced it shows as NaN (or, in "private",
+                    # as the peer's input alone), not as the last iteration's sum.
                     result[:] = np.nan
                 conn.send("ready")
                 conn.recv()  # both ranks start together

@@ -363,9 +363,10 @@ TEST(SubmitAsync, ZeroBudgetLeavesEverythingToTheEnginesThread) {
 }
 
 // Segments are agreed at setup. When ranks outnumber cores and talk over
-// TCP, a ring all-reduce whose chunk per rank holds two segments of
-// PYTFCOMM_OVERSUB_SEGMENT_BYTES uses that size; otherwise (shared memory, a
-// core per rank, smaller chunks, or it off) PYTFCOMM_SEGMENT_BYTES.
+// TCP, a ring all-reduce whose chunk per rank (a halving-doubling one whose
+// first half) holds two segments of PYTFCOMM_OVERSUB_SEGMENT_BYTES uses that
+// size; otherwise (shared memory, a core per rank, smaller exchanges, another
+// algorithm, or it off) PYTFCOMM_SEGMENT_BYTES.
 TEST(Segments, LargerSegmentsOverTcpOnlyWhenRanksOutnumberCores) {
   ScopedEnv seg("PYTFCOMM_SEGMENT_BYTES", "262144");
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -404,15 +405,15 @@ TEST(Segments, LargerSegmentsOverTcpOnlyWhenRanksOutnumberCores) {
               std::vector<float> v(count, static_cast<float>(comm.rank() + 1));
               for (size_t i = 0; i < count; i += 4099) v[i] += static_cast<float>(i % 7);
               comm.allreduce(v.data(), v.data(), count, DType::kFloat32, ReduceOp::kSum, a, 0);
-              for (size_t i = 0; i < count; i += 997) {
+              auto sum_at = [n](size_t i) {
                 const float extra = i % 4099 == 0 ? static_cast<float>(n * (i % 7)) : 0.0f;
-                ASSERT_EQ(v[i], n * (n + 1) / 2.0f + extra)
-                    << algorithm_name(a) << " " << count << " at " << i;
+                return n * (n + 1) / 2.0f + extra;
+              };
+              for (size_t i = 0; i < count; i += 997) {
+                ASSERT_EQ(v[i], sum_at(i)) << algorithm_name(a) << " " << count << " at " << i;
               }
               // The last element too: a short final segment.
-              const size_t last = count - 1;
-              const float extra = last % 4099 == 0 ? static_cast<float>(n * (last % 7)) : 0.0f;
-              ASSERT_EQ(v[last], n * (n + 1) / 2.0f + extra) << algorithm_name(a) << " " << count;
+              ASSERT_EQ(v[count - 1], sum_at(count - 1)) << algorithm_name(a) << " " << count;
             }
           }
         });

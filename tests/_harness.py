@@ -168,11 +168,14 @@ def run_ranks(
     host: str = "127.0.0.1",
     port: int | None = None,
     per_rank_prefix: list[list[str]] | None = None,
+    victim: int | None = None,
 ) -> list[Any]:
     """Run ``target`` in n ranks and return each rank's return value (see module doc).
 
     With ``allow_failure`` the raw outcomes (ok, value-or-error) are returned
-    instead of raising on a failed rank.
+    instead of raising on a failed rank. ``victim`` names a rank the test stops or
+    hangs on purpose: only the others are waited for (up to ``timeout``), then it
+    is killed, so the test does not sit out the victim's own sleep.
     """
     with tempfile.TemporaryDirectory(prefix="pytfcomm-test-") as tmp:
         workdir = Path(tmp)
@@ -187,7 +190,10 @@ def run_ranks(
             port=port,
             per_rank_prefix=per_rank_prefix,
         )
-        outcomes = collect(procs, results, workdir, timeout)
+        if victim is None:
+            outcomes = collect(procs, results, workdir, timeout)
+        else:
+            outcomes = collect_survivors(procs, results, workdir, victim, timeout)
     if allow_failure:
         return [outcomes[r] for r in range(n)]
     bad = {r: o for r, o in outcomes.items() if not o[0]}

@@ -174,7 +174,9 @@ def test_training_loop_catches_a_hung_worker(ranks):
     """Rank 2 stalls: both survivors get DeadlineExceededError at the 3 s timeout
     (CommunicationOptions.timeout_seconds), the one that relays it too: every rank
     raises the class of the root cause."""
-    outs = ranks(3, "multiworker_workers:tf_fault", "hang", timeout=120, allow_failure=True)
+    outs = ranks(
+        3, "multiworker_workers:tf_fault", "hang", timeout=120, allow_failure=True, victim=2
+    )
     for r in (0, 1):
         ok, res = outs[r]
         assert ok, res
@@ -194,6 +196,7 @@ def test_training_loop_catches_a_stopped_worker_without_a_deadline(ranks):
         timeout=120,
         allow_failure=True,
         env={"PYTFCOMM_TIMEOUT": "600"},
+        victim=2,
     )
     for r in (0, 1):
         ok, res = outs[r]

@@ -367,12 +367,11 @@ def tf_fault(rank: int, size: int, addr: str, fault: str) -> dict:
         if fault == "crash":
             os._exit(17)
         if fault == "stop":
-            # Something must end a stopped process once the test has its answer.
+            # The test kills this rank's process group once the others have their
+            # answer; this helper (in the same group) ends it should the test not.
             import subprocess
 
-            subprocess.Popen(
-                ["sh", "-c", f"sleep 30; kill -9 {os.getpid()}"], start_new_session=True
-            )
+            subprocess.Popen(["sh", "-c", f"sleep 30; kill -9 {os.getpid()}"])
             os.kill(os.getpid(), signal.SIGSTOP)
         time.sleep(30)  # hung: the others give up at the 3 s deadline
         return {"victim": True}

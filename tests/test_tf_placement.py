@@ -24,23 +24,46 @@ PROBE = Path(__file__).resolve().parent / "workers" / "placement_probe.py"
 JOB = {"PYTFCOMM_RANK": "1", "PYTFCOMM_SIZE": "4", "PYTFCOMM_ADDR": "127.0.0.1:29500"}
 
 
-def probe(gpus: int, env: dict[str, str], call: dict, fakes: dict | None = None) -> dict:
-    """Run pin_gpu(**call) in a fresh process that sees ``gpus`` fake GPUs."""
+def probes(*specs: tuple) -> list[dict]:
+    """Run pin_gpu in one fresh process per spec, all at once (each spends seconds
+    importing TensorFlow on one core); their outcomes in order.
+
+    A spec is ``(gpus, env, call)`` or ``(gpus, env, call, fakes)``: pin_gpu(**call)
+    in a process that sees ``gpus`` fake GPUs, with ``env`` on top of a clean one."""
     clean = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("PYTFCOMM_", "SLURM_", "OMPI_", "PMI", "TF_CONFIG"))
     }
-    spec = {"gpus": gpus, "call": call, "fakes": fakes or {}}
-    res = subprocess.run(
-        [sys.executable, str(PROBE), json.dumps(spec)],
-        env={**clean, **env, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    procs = []
+    try:
+        for gpus, env, call, *fakes in specs:
+            spec = {"gpus": gpus, "call": call, "fakes": fakes[0] if fakes else {}}
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(PROBE), json.dumps(spec)],
+                    env={**clean, **env, "TF_CPP_MIN_LOG_LEVEL": "3"},
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        outs = []
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=120)
+            assert proc.returncode == 0, stderr
+            outs.append(json.loads(stdout.strip().splitlines()[-1]))
+        return outs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def probe(gpus: int, env: dict[str, str], call: dict, fakes: dict | None = None) -> dict:
+    """Run pin_gpu(**call) in a fresh process that sees ``gpus`` fake GPUs."""
+    return probes((gpus, env, call, fakes or {}))[0]
 
 
 def test_without_gpus_it_returns_nothing_and_changes_nothing() -> None:
@@ -73,29 +96,33 @@ def test_bad_arguments(kwargs: dict) -> None:
 
 def test_each_local_rank_gets_its_slice_with_memory_growth() -> None:
     env = {**JOB, "PYTFCOMM_LOCAL_RANK": "1", "PYTFCOMM_LOCAL_SIZE": "2"}
-    out = probe(4, env, {"gpus_per_rank": 2})
+    out, first = probes(
+        (4, env, {"gpus_per_rank": 2}),
+        (4, {**JOB, "PYTFCOMM_LOCAL_RANK": "0", "PYTFCOMM_LOCAL_SIZE": "4"}, {}),
+    )
     assert out["returned"] == ["GPU:2", "GPU:3"]
     assert out["set_visible"] == [[["GPU:2", "GPU:3"], "GPU"]]
     assert out["growth"] == [["GPU:2", True], ["GPU:3", True]]
-    out = probe(4, {**JOB, "PYTFCOMM_LOCAL_RANK": "0", "PYTFCOMM_LOCAL_SIZE": "4"}, {})
-    assert out["returned"] == ["GPU:0"]
+    assert first["returned"] == ["GPU:0"]
 
 
 def test_explicit_local_rank_single_process_and_options() -> None:
-    out = probe(4, {}, {"local_rank": 3})  # a single-process job: no launcher variables
-    assert out["set_visible"] == [[["GPU:3"], "GPU"]]
-    out = probe(2, {}, {})
-    assert out["returned"] == ["GPU:0"]
-    out = probe(2, {}, {"memory_growth": False})
-    assert out["growth"] == []
-    # A GPU split into logical devices keeps its configuration (growth would be refused).
-    out = probe(2, {}, {"local_rank": 1}, {"logical": ["GPU:1"]})
-    assert out["returned"] == ["GPU:1"] and out["growth"] == []
+    explicit, default, no_growth, logical = probes(
+        (4, {}, {"local_rank": 3}),  # a single-process job: no launcher variables
+        (2, {}, {}),
+        (2, {}, {"memory_growth": False}),
+        # A GPU split into logical devices keeps its configuration (growth would be refused).
+        (2, {}, {"local_rank": 1}, {"logical": ["GPU:1"]}),
+    )
+    assert explicit["set_visible"] == [[["GPU:3"], "GPU"]]
+    assert default["returned"] == ["GPU:0"]
+    assert no_growth["growth"] == []
+    assert logical["returned"] == ["GPU:1"] and logical["growth"] == []
 
 
 def test_too_few_gpus_is_a_config_error_naming_the_layout() -> None:
     env = {**JOB, "PYTFCOMM_LOCAL_RANK": "0", "PYTFCOMM_LOCAL_SIZE": "2"}
-    out = probe(3, env, {"gpus_per_rank": 2})
+    out, unknown_size = probes((3, env, {"gpus_per_rank": 2}), (2, {}, {"local_rank": 2}))
     assert out["error"] == "ConfigError"
     for fragment in (
         "local rank 0 of local size 2",
@@ -106,9 +133,8 @@ def test_too_few_gpus_is_a_config_error_naming_the_layout() -> None:
     ):
         assert fragment in out["message"], out["message"]
     assert out["set_visible"] == []  # nothing changed
-    out = probe(2, {}, {"local_rank": 2})
-    assert out["error"] == "ConfigError"
-    assert "local rank 2 (local size unknown) needs at least 3 GPUs" in out["message"]
+    assert unknown_size["error"] == "ConfigError"
+    assert "local rank 2 (local size unknown) needs at least 3 GPUs" in unknown_size["message"]
 
 
 def test_unknown_local_rank_is_a_config_error() -> None:
@@ -120,11 +146,11 @@ def test_unknown_local_rank_is_a_config_error() -> None:
 def test_after_the_launcher_placed_the_rank_it_keeps_every_visible_gpu() -> None:
     env = {**JOB, "PYTFCOMM_LOCAL_RANK": "1", "PYTFCOMM_LOCAL_SIZE": "2"}
     env["PYTFCOMM_GPUS_PER_RANK"] = "2"
-    out = probe(2, env, {"gpus_per_rank": 2})
-    assert out["returned"] == ["GPU:0", "GPU:1"]
-    out = probe(2, env, {})
-    assert out["error"] == "ConfigError"
-    assert "--gpus-per-rank 2" in out["message"] and "gpus_per_rank=1" in out["message"]
+    placed, one_each = probes((2, env, {"gpus_per_rank": 2}), (2, env, {}))
+    assert placed["returned"] == ["GPU:0", "GPU:1"]
+    assert one_each["error"] == "ConfigError"
+    assert "--gpus-per-rank 2" in one_each["message"]
+    assert "gpus_per_rank=1" in one_each["message"]
 
 
 def test_too_late_is_a_runtime_error_saying_what_to_do() -> None:

@@ -16,7 +16,9 @@ from mismatch_workers import KINDS
 
 import pytfcomm
 
-SIZES = {"oneshot": 64, "large": 1 << 20}  # 256 B (in the negotiation), 4 MiB (ring)
+# 256 B (in the negotiation); 4 MiB (the ring: on shared memory at N=2 read from the
+# sender's memory, 2 MiB per rank; at N=3 copied through the shared rings)
+SIZES = {"oneshot": 64, "large": 1 << 20}
 
 
 @pytest.mark.parametrize(

@@ -231,7 +231,7 @@ TEST_P(TransportTest, AllreduceIsExactOnEveryRank) {
 }
 
 // Large enough per rank (5.3 MiB) for shared memory to lend its pieces by
-// reference (PYTFCOMM_SHM_BYREF_BYTES, default 4 MiB); in place as well.
+// reference (PYTFCOMM_SHM_BYREF_BYTES, default 2 MiB); in place as well.
 TEST_P(TransportTest, LargeAllreduceIsExactOnEveryRank) {
   setenv("PYTFCOMM_SEGMENT_BYTES", "65536", 1);
   const size_t count = size_t{1} << 21;

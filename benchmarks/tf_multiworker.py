@@ -20,15 +20,18 @@ What is timed (median of ``--iters`` after warm-up, every result checked):
 * ``reduce-16MiB-graph``: the same all-reduce, per all-reduce of 8 run one after another
   (control dependencies) inside one ``tf.function``: the op's cost inside a graph, without
   a ``tf.function`` call (Python dispatch, executor start and completion) per all-reduce;
-* ``reduce-16MiB-numpy`` (``pytfcomm-horovod`` only): the same all-reduce from NumPy
-  (``comm.allreduce(x, out=y)``) on the same communicator, the yardstick of both;
-* ``tf-call-16MiB`` (``pytfcomm-horovod`` only): TF's own share of a call, no collective
-  in it: a ``tf.function`` of ``tf.identity`` on the same tensor, the same two elements
-  fetched, called right after the NumPy all-reduce (TF's threads idle as long as after a
-  collective): what a call costs on this machine with nothing of pytfcomm in it (the
-  ranks' calls are not synchronised, so it is context, not a term to subtract);
-  the four 16 MiB measurements are interleaved (one call of each per iteration), so
-  their ratios compare the same minutes of the machine;
+* ``reduce-16MiB-numpy`` (the pytfcomm backends): the same all-reduce from NumPy
+  (``comm.allreduce(x, out=y)``) on the communicator the TF path uses (the strategy's
+  ``communicator``, or ``init()``'s), the yardstick of both;
+* ``tf-call-16MiB``: TF's own share of a call, no collective in it: a ``tf.function`` of
+  ``tf.identity`` on the same tensor, the same two elements fetched, called right after
+  the NumPy all-reduce (TF's threads idle as long as after a collective): what a call
+  costs on this machine with nothing of pytfcomm in it (the ranks' calls are not
+  synchronised, so it is context, not a term to subtract);
+  the 16 MiB measurements are interleaved (one call of each per iteration, in the same
+  order on every backend; TF's RING has no NumPy call), so their ratios compare the same
+  minutes of the machine, and each timed call follows the same calls on every backend
+  (what comes before a call moves it: how far apart the ranks enter it);
 * ``resnet50-grads``: the SUM all-reduce of a ResNet-50-shaped gradient set (161
   float32 tensors, 25.6M values) inside ``strategy.run`` (``ReplicaContext.all_reduce``
   of the list, the path ``apply_gradients`` takes); Horovod-style:
@@ -175,28 +178,34 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
     }
     per_call = {"reduce-16MiB-graph": CHAIN}
 
-    # reduce-16MiB-numpy: the core from NumPy, same communicator
+    # reduce-16MiB-numpy: the core from NumPy on the communicator the TF path uses
+    # (the strategy's own, or init()'s); TF's RING has none.
+    if backend == "pytfcomm-mwms":
+        comm = strategy.communicator
+    elif strategy is not None:
+        comm = None
     out["reduce-16MiB-numpy"] = "-"
-    if strategy is None:
+    if comm is not None:
         xn = np.full(REDUCE_ELEMS, rank + 1, np.float32)
         yn = np.empty_like(xn)
         comm.allreduce(xn, op="sum", out=yn)
         assert np.all(yn == size * (size + 1) / 2), yn[:3]
         fns["reduce-16MiB-numpy"] = lambda: comm.allreduce(xn, op="sum", out=yn)
 
-        # tf-call-16MiB: TF's own share of a call, with no collective in it: the
-        # same tensor through an identity, the same two elements fetched. It runs
-        # right after the NumPy all-reduce, so TF's threads have been idle as
-        # long as they are when reduce-16MiB is called after a collective.
-        @tf.function
-        def identity_done(x):
-            r = tf.identity(x)
-            return r[0] + r[-1]
+    # tf-call-16MiB: TF's own share of a call, with no collective in it: the
+    # same tensor through an identity, the same two elements fetched. It runs
+    # right after the NumPy all-reduce, so TF's threads have been idle as
+    # long as they are when reduce-16MiB is called after a collective.
+    @tf.function
+    def identity_done(x):
+        r = tf.identity(x)
+        return r[0] + r[-1]
 
-        fns["tf-call-16MiB"] = lambda: identity_done(t).numpy()
-    out["tf-call-16MiB"] = "-"
+    fns["tf-call-16MiB"] = lambda: identity_done(t).numpy()
     # Interleaved, one call of each per iteration: the TF/NumPy ratio then
-    # compares the same minutes of a shared, drifting machine.
+    # compares the same minutes of a shared, drifting machine. Every backend runs
+    # the same sequence (RING without the NumPy call): what comes before a timed
+    # call moves it (how far apart the ranks enter it), so the rows compare alike.
     out.update(interleaved(fns, warm, iters, per_call))
 
     # resnet50-grads
@@ -460,7 +469,9 @@ TIMES = (
     "tf-call-16MiB",
     "resnet50-grads",
 )
-HVD = "pytfcomm-horovod"  # whose reduce-16MiB-numpy is the TF rows' yardstick
+TF_CALL = "tf-call-16MiB"  # context (TF's own call), not a contest: no ratio
+HVD = "pytfcomm-horovod"  # the Horovod-style path, the strategy's yardstick
+NUMPY_BACKENDS = ("pytfcomm-mwms", HVD)  # those with reduce-16MiB-numpy (same communicator)
 REF = "tf-mwms-ring"
 LIMIT = "limit: busbw = one core's memcpy"  # the machine's row (_limit_row)
 
@@ -514,7 +525,7 @@ def _limit_row(n: int) -> dict:
 def _ratio(results: dict[str, dict], b: str, k: str, ref: str = REF) -> float | None:
     """How many times better ``b`` is than ``ref`` on ``k`` (None when either is missing)."""
     a, r = results.get(b, {}).get(k), results.get(ref, {}).get(k)
-    if not isinstance(a, float) or not isinstance(r, float) or b == ref:
+    if not isinstance(a, float) or not isinstance(r, float) or b == ref or k == TF_CALL:
         return None
     return r / a if k in TIMES else a / r
 
@@ -541,12 +552,14 @@ def _print_table(results: dict[str, dict], n: int, title: str) -> None:
             f"{_fmt(row.get(k, '-'), 'ms' if k in TIMES else 'rate')}{ratio(b, k)}" for k in KEYS
         ]
         print(f"| {b} | " + " | ".join(cells) + " |")
-    tf_np = _tf_vs_numpy(results)
-    if tf_np:
-        print(
-            f"\n16 MiB inside TF / from NumPy ({HVD}, one communicator): one tf.function call "
-            f"per all-reduce {tf_np[0]:.2f}x; per all-reduce inside one tf.function {tf_np[1]:.2f}x"
-        )
+    for b in NUMPY_BACKENDS:
+        tf_np = _tf_vs_numpy(results, b)
+        if tf_np:
+            print(
+                f"\n16 MiB inside TF / from NumPy ({b}, one communicator): one tf.function call "
+                f"per all-reduce {tf_np[0]:.2f}x; per all-reduce inside one tf.function "
+                f"{tf_np[1]:.2f}x"
+            )
     lim = results.get(LIMIT, {}).get("limits")
     if lim:
         from benchmarks._limits import fmt_gbs
@@ -560,10 +573,10 @@ def _print_table(results: dict[str, dict], n: int, title: str) -> None:
             print(f"limit: {e}")
 
 
-def _tf_vs_numpy(results: dict[str, dict]) -> tuple[float, float] | None:
-    """The Horovod-style 16 MiB all-reduce's TF times over its NumPy time: (one
-    ``tf.function`` call per all-reduce, per all-reduce inside one call)."""
-    row = results.get(HVD, {})
+def _tf_vs_numpy(results: dict[str, dict], backend: str = HVD) -> tuple[float, float] | None:
+    """A pytfcomm backend's 16 MiB all-reduce TF times over its NumPy time (same
+    communicator): (one ``tf.function`` call per all-reduce, per all-reduce inside one call)."""
+    row = results.get(backend, {})
     vals = [row.get(k) for k in ("reduce-16MiB", "reduce-16MiB-graph", "reduce-16MiB-numpy")]
     if not all(isinstance(v, float) for v in vals):
         return None
@@ -586,14 +599,16 @@ def _print_spread(runs: list[dict[str, dict]]) -> None:
                 continue
             cells.append(f"{min(xs):.2f} / {statistics.median(xs):.2f} / {max(xs):.2f} ({len(xs)})")
         print(f"| {b} vs {ref} | " + " | ".join(cells) + " |")
-    pairs_tf = [x for res in runs if (x := _tf_vs_numpy(res)) is not None]
-    if pairs_tf:
+    for b in NUMPY_BACKENDS:
+        pairs_tf = [x for res in runs if (x := _tf_vs_numpy(res, b)) is not None]
+        if not pairs_tf:
+            continue
         cells = []
         for i in (0, 1):
             xs = [p[i] for p in pairs_tf]
             cells.append(f"{min(xs):.2f} / {statistics.median(xs):.2f} / {max(xs):.2f} ({len(xs)})")
         print(
-            f"\n{HVD} 16 MiB, TF time / NumPy time (lower is better): one tf.function call per "
+            f"\n{b} 16 MiB, TF time / NumPy time (lower is better): one tf.function call per "
             f"all-reduce {cells[0]}; per all-reduce inside one tf.function {cells[1]}"
         )
 

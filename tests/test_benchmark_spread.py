@@ -47,7 +47,7 @@ def test_tf_against_numpy_on_the_horovod_path(capsys: pytest.CaptureFixture[str]
         res["pytfcomm-horovod"].update(
             {"reduce-16MiB": call, "reduce-16MiB-graph": graph, "reduce-16MiB-numpy": 1.0}
         )
-    res["pytfcomm-mwms"]["reduce-16MiB-numpy"] = "-"  # only the Horovod path has it
+    res["pytfcomm-mwms"]["reduce-16MiB-numpy"] = "-"  # no NumPy time: no ratio for it
     assert tm._tf_vs_numpy(runs[0]) == pytest.approx((1.3, 1.05))
     assert tm._tf_vs_numpy({"pytfcomm-horovod": {"reduce-16MiB": 1.0}}) is None
     tm._print_table(runs[0], 2, "")
@@ -62,6 +62,9 @@ def test_tf_against_numpy_on_the_horovod_path(capsys: pytest.CaptureFixture[str]
     row = next(x for x in out.splitlines() if x.startswith("| pytfcomm-horovod |"))
     cells = [c.strip() for c in row.split("|")[2:-1]]
     assert cells[tm.KEYS.index("tf-call-16MiB")] == "400.00"
+    # Every backend has one now, but it is context, not a contest: no ratio against RING.
+    runs[0]["tf-mwms-ring"]["tf-call-16MiB"] = 0.5
+    assert tm._ratio(runs[0], "pytfcomm-horovod", "tf-call-16MiB") is None
 
 
 def test_interleaved_timing_alternates_and_divides_per_operation(monkeypatch) -> None:
@@ -100,3 +103,26 @@ def test_workers_start_as_pytfcomm_run_starts_ranks(given: str | None, want: str
     (tests/test_launcher.py checks the launcher against the same values)."""
     environ = {} if given is None else {"GLIBC_TUNABLES": given}
     assert tm.malloc_hugepages(environ) == ({} if want is None else {"GLIBC_TUNABLES": want})
+
+
+def test_tf_against_numpy_on_the_strategy_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """The strategy's row has its own NumPy yardstick (its own communicator), printed
+    beside the Horovod-style path's, each from its own row."""
+    runs = [_run(2.0, 4000.0), _run(3.0, 4000.0)]
+    for res in runs:
+        res["pytfcomm-mwms"].update({"reduce-16MiB-graph": 1.5, "reduce-16MiB-numpy": 1.0})
+        res["pytfcomm-horovod"].update(
+            {"reduce-16MiB": 1.1, "reduce-16MiB-graph": 0.9, "reduce-16MiB-numpy": 1.0}
+        )
+    assert tm._tf_vs_numpy(runs[0], "pytfcomm-mwms") == pytest.approx((2.0, 1.5))
+    assert tm._tf_vs_numpy(runs[0]) == pytest.approx((1.1, 0.9))  # the Horovod-style path
+    assert tm._tf_vs_numpy(runs[0], "tf-mwms-ring") is None  # RING has no NumPy time
+    tm._print_table(runs[0], 2, "")
+    out = capsys.readouterr().out
+    assert "(pytfcomm-mwms, one communicator): one tf.function call per all-reduce 2.00x" in out
+    assert "(pytfcomm-horovod, one communicator): one tf.function call per all-reduce 1.10x" in out
+    tm._print_spread(runs)
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("pytfcomm-mwms 16 MiB, TF time"))
+    assert "call per all-reduce 2.00 / 2.50 / 3.00 (2)" in line
+    assert "per all-reduce inside one tf.function 1.50 / 1.50 / 1.50 (2)" in line

@@ -316,7 +316,10 @@ def _run_backend(
     timeout: float,
     hugepages: bool = True,
     cpus: list[frozenset[int]] | None = None,
+    module: str = "benchmarks.tf_multiworker",
 ) -> list[dict] | str:
+    """Run ``module``'s ``--worker`` for ``backend`` on ``n`` ranks; their results, or
+    why not (benchmarks/fit_breakdown.py starts its workers the same way)."""
     ports = free_ports(n + 1)
     with tempfile.TemporaryDirectory(prefix="ptc-tfmw-") as tmp:
         # A neutral cwd: the checkout's pytfcomm/ must not shadow the installed one.
@@ -331,7 +334,7 @@ def _run_backend(
                 *pin,
                 sys.executable,
                 "-m",
-                "benchmarks.tf_multiworker",
+                module,
                 "--worker",
                 backend,
                 "--rank",

@@ -235,6 +235,8 @@ def _print(rows: dict[str, dict], title: str) -> None:
             print(f"| {name} | " + " | ".join(cells) + " |")
     for b, r in rows.items():
         for i, m in enumerate(r.get("ranks", [])):
+            if not m["calls"]:
+                continue  # a control: no pytfcomm
             print(f"\n{b}, rank {i}'s collectives in a step (medians over steps):")
             print("\n".join(f"- {c}" for c in m["calls"]))
     a, b = (rows.get(k, {}) for k in BACKENDS)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _harness import run_ranks
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # after the installed pytfcomm
 from benchmarks import fit_breakdown as fb
 
 

@@ -148,25 +148,15 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], out: Path) -> 
     x = rng.random((gb * STEPS, 64), np.float32)
     y = rng.integers(0, 10, len(x)).astype(np.int32)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    comm = None
+    comm, strategy = None, None
     if backend == "tf-mirrored-alone":
         strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
-        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(gb)
-        with strategy.scope():
-            model = _mlp(keras)
-            model.compile(keras.optimizers.SGD(0.01), loss)
-
-        def fit(**kw: Any) -> None:
-            model.fit(ds, verbose=0, **kw)
-    elif backend == "keras-alone":
-        model = _mlp(keras)
-        model.compile(keras.optimizers.SGD(0.01), loss)
-
-        def fit(**kw: Any) -> None:
-            model.fit(x, y, batch_size=gb, verbose=0, **kw)
     elif backend == "pytfcomm-mwms":
         strategy = pytfcomm.MultiWorkerMirroredStrategy()
         comm = strategy.communicator
+    elif backend == "pytfcomm-horovod":
+        comm = pytfcomm.init()
+    if strategy is not None:  # the global batch, sharded by the strategy
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(gb)
         with strategy.scope():
             model = _mlp(keras)
@@ -174,11 +164,14 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], out: Path) -> 
 
         def fit(**kw: Any) -> None:
             model.fit(ds, verbose=0, **kw)
-    else:
-        comm = pytfcomm.init()
+    else:  # each worker its own share (all of it, alone), its own batch
+        opt = keras.optimizers.SGD(0.01)
+        if comm is not None:
+            opt = pytfcomm.keras.DistributedOptimizer(opt)
         model = _mlp(keras)
-        model.compile(pytfcomm.keras.DistributedOptimizer(keras.optimizers.SGD(0.01)), loss)
-        mine = slice(rank * LOCAL_BATCH * STEPS, (rank + 1) * LOCAL_BATCH * STEPS)
+        model.compile(opt, loss)
+        share = LOCAL_BATCH * STEPS
+        mine = slice(rank * share, (rank + 1) * share) if comm is not None else slice(None)
 
         def fit(**kw: Any) -> None:
             model.fit(x[mine], y[mine], batch_size=LOCAL_BATCH, verbose=0, **kw)

@@ -256,6 +256,9 @@ def set_nccl_candidates(paths: list[str], /) -> None: ...
 def register_fast_dtype(descr: np.dtype, code: int, /) -> None:
     """Let allreduce_fast take arrays of this dtype object (codes as in _dtypes.py)."""
 
+def cached_empty(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array from the output-buffer cache, handed back when freed."""
+
 def shape_digest(shape: Sequence[int]) -> int:
     """zlib.crc32(repr(tuple(shape)).encode()): a collective's shape tag (also the fast path's)."""
 

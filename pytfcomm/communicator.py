@@ -31,6 +31,29 @@ def _timeout(value: float | None) -> float:
     return float(value)
 
 
+# Results of this many bytes or more, when the caller passes no ``out=``, go in buffers
+# from the output cache the TF ops use (PYTFCOMM_TF_BUFFER_CACHE), kept mapped between
+# calls: glibc maps a new buffer of 32 MiB or more for every call and unmaps it on free,
+# and the page faults of writing it cost about as much as the all-reduce itself
+# (bindings/output_arrays.cc). Below 1 MiB, NumPy's allocation is as fast and cheaper to call.
+_CACHED_OUTPUT_BYTES = 1 << 20
+
+
+def _new_output(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array for a collective's result."""
+    dtype = np.dtype(dtype)
+    if dtype.itemsize * int(np.prod(shape, dtype=np.int64)) >= _CACHED_OUTPUT_BYTES:
+        return _core.cached_empty(shape, dtype)
+    return np.empty(shape, dtype)
+
+
+def _output_like(x: np.ndarray) -> np.ndarray:
+    """What ``np.empty_like(x)`` gives, from the output cache when ``x`` is C-contiguous."""
+    if x.flags.c_contiguous:
+        return _new_output(x.shape, x.dtype)
+    return np.empty_like(x)
+
+
 def _check_input(x: object, what: str = "input") -> np.ndarray:
     if not isinstance(x, np.ndarray):
         raise TypeError(
@@ -301,8 +324,10 @@ class Communicator:
 
         ``op`` is ``"sum"``, ``"mean"`` (integers truncate toward zero),
         ``"min"``, ``"max"`` or ``"prod"``. ``out`` receives the result without
-        allocating (``out=x`` works in place). ``algorithm`` is ``"auto"``,
-        ``"ring"``, ``"hierarchical"``, ``"recursive_doubling"``,
+        allocating (``out=x`` works in place); without it, a result of 1 MiB or more
+        lives in a buffer of the output cache (``PYTFCOMM_TF_BUFFER_CACHE``), which
+        takes the memory back for the next result when the array is freed.
+        ``algorithm`` is ``"auto"``, ``"ring"``, ``"hierarchical"``, ``"recursive_doubling"``,
         ``"halving_doubling"`` (the ring's bytes in 2 log2(size) pairwise
         exchanges) or ``"oneshot"`` (up to PYTFCOMM_ONESHOT_BYTES: every rank's
         input travels with the negotiation and every rank reduces them all). Every rank
@@ -315,7 +340,7 @@ class Communicator:
             # small all-reduces are bound by the wrapper's own cost. False means
             # "not that call"; the full path below checks everything and explains.
             if out is None:
-                out = np.empty_like(x)
+                out = _output_like(x)
             if self._core.allreduce_fast(x, out, op, algorithm):
                 return out
         if _dlpack.is_dlpack(x):
@@ -328,7 +353,7 @@ class Communicator:
         x = _check_input(x)
         code = op_code(op)
         alg = algorithm_code(algorithm)
-        out = np.empty_like(x) if out is None else _check_out(out, x.shape, x.dtype, x)
+        out = _output_like(x) if out is None else _check_out(out, x.shape, x.dtype, x)
         self._core.allreduce(
             x,
             out,
@@ -367,7 +392,7 @@ class Communicator:
         code = op_code(op)
         alg = algorithm_code(algorithm)
         if out is None:
-            outs = [np.empty_like(x) for x in xs]
+            outs = [_output_like(x) for x in xs]
         else:
             outs = as_array_list(out, "out")
             if len(outs) != len(xs):
@@ -409,7 +434,7 @@ class Communicator:
         x = _check_input(x)
         code = op_code(op)
         alg = algorithm_code(algorithm)
-        out = np.empty_like(x) if out is None else _check_out(out, x.shape, x.dtype, x)
+        out = _output_like(x) if out is None else _check_out(out, x.shape, x.dtype, x)
         core = self._core.allreduce_async(
             x, out, dtype_code(x.dtype), code, alg, _timeout(timeout), _shape_tag(x.shape)
         )
@@ -535,9 +560,9 @@ class Communicator:
                     f"{(counts // row_elems).tolist()}); out was left as it was"
                 )
             return out
-        # Allocated here for equal counts (the common case: NumPy's allocation, as
-        # before); unequal ones get a buffer the core allocates once it knows the sum.
-        guess = np.empty((x.shape[0] * self.size, *row), x.dtype)
+        # Allocated here for equal counts (the common case); unequal ones get a buffer
+        # the core allocates once it knows the sum.
+        guess = _new_output((x.shape[0] * self.size, *row), x.dtype)
         data, _ = self._core.allgatherv(x, code, _timeout(timeout), tag, _check_name(name), guess)
         if data is None:
             return guess
@@ -649,7 +674,7 @@ class Communicator:
             )
         shape = (x.shape[0] // self.size, *x.shape[1:])
         out = (
-            np.empty(shape, x.dtype)
+            _new_output(shape, x.dtype)
             if out is None
             else _check_out(out, shape, x.dtype, x, in_place=False)
         )

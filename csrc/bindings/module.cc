@@ -17,6 +17,7 @@
 #include "bindings/errors.h"
 #include "bindings/fast_allreduce.h"
 #include "bindings/gpu_bindings.h"
+#include "bindings/output_arrays.h"
 #include "bindings/params.h"
 #include "common/error.h"
 #include "common/reduce.h"
@@ -402,6 +403,7 @@ PYBIND11_MODULE(_core, m) {
     return d;
   });
   pytfcomm::bind_params(m);
+  pytfcomm::bind_output_arrays(m);
   pytfcomm::bind_gpu(m);
   m.attr("__version__") = PYTFCOMM_VERSION;
 }

@@ -1,5 +1,6 @@
 #include "local/buffer_cache.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include "common/param.h"
@@ -84,7 +85,13 @@ BufferCache::Stats BufferCache::stats() const {
 }
 
 BufferCache& tf_buffer_cache() {
-  static BufferCache* cache = new BufferCache(static_cast<size_t>(params().tf_buffer_cache_bytes));
+  static BufferCache* cache = [] {
+    auto* c = new BufferCache(static_cast<size_t>(params().tf_buffer_cache_bytes));
+    ::pthread_atfork([] { tf_buffer_cache().lock_for_fork(); },
+                     [] { tf_buffer_cache().unlock_after_fork(); },
+                     [] { tf_buffer_cache().unlock_after_fork(); });
+    return c;
+  }();
   return *cache;
 }
 

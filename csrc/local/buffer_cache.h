@@ -1,12 +1,13 @@
 // A cache of large, already-faulted host buffers for the outputs of the TF
-// ops. TF's default CPU allocator hands every op a fresh malloc'd buffer; for
-// multi-MiB outputs glibc returns that memory to the kernel on free, so each
-// step pays one page fault per 4 KiB page on first write (measured: ~35 ms
-// for 16 MiB on a 2-vCPU VM, ten times the all-reduce itself). Buffers taken
-// here are mapped with transparent huge pages where the kernel allows it,
-// and kept after release for the next request of the same size class, up to
-// a cap on idle bytes (PYTFCOMM_TF_BUFFER_CACHE). Thread-safe; TF-free so it
-// can be tested alone.
+// ops and of NumPy collectives called without `out=`. TF's default CPU
+// allocator hands every op a fresh malloc'd buffer; for multi-MiB outputs
+// glibc returns that memory to the kernel on free, so each step pays one page
+// fault per 4 KiB page on first write (measured: ~35 ms for 16 MiB on a
+// 2-vCPU VM, ten times the all-reduce itself). Buffers taken here are mapped
+// with transparent huge pages where the kernel allows it, and kept after
+// release for the next request of the same size class, up to a cap on idle
+// bytes (PYTFCOMM_TF_BUFFER_CACHE). Thread-safe; TF-free so it can be tested
+// alone.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +46,11 @@ class BufferCache {
   };
   Stats stats() const;
 
+  // pthread_atfork hooks: hold the lock across fork(), so that the child's
+  // copy is never left locked by a thread that does not exist there.
+  void lock_for_fork() { mu_.lock(); }
+  void unlock_after_fork() { mu_.unlock(); }
+
  private:
   const size_t idle_cap_;
   mutable std::mutex mu_;
@@ -53,8 +59,10 @@ class BufferCache {
   Stats stats_;
 };
 
-// The process-wide cache the TF ops use (never destroyed: tensors that hold
-// its buffers may outlive every static destructor).
+// The process-wide cache for the outputs of the TF ops and of NumPy
+// collectives called without `out=` (never destroyed: tensors and arrays that
+// hold its buffers may outlive every static destructor). Safe across fork():
+// a child may free what it inherited and take buffers of its own.
 BufferCache& tf_buffer_cache();
 
 }  // namespace pytfcomm

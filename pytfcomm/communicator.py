@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 import stat
 from collections.abc import Sequence
@@ -42,15 +43,18 @@ _CACHED_OUTPUT_BYTES = 1 << 20
 def _new_output(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """An uninitialised C-contiguous array for a collective's result."""
     dtype = np.dtype(dtype)
-    if dtype.itemsize * int(np.prod(shape, dtype=np.int64)) >= _CACHED_OUTPUT_BYTES:
+    if dtype.itemsize * math.prod(shape) >= _CACHED_OUTPUT_BYTES:
         return _core.cached_empty(shape, dtype)
     return np.empty(shape, dtype)
 
 
 def _output_like(x: np.ndarray) -> np.ndarray:
-    """What ``np.empty_like(x)`` gives, from the output cache when ``x`` is C-contiguous."""
-    if x.flags.c_contiguous:
-        return _new_output(x.shape, x.dtype)
+    """What ``np.empty_like(x)`` gives, from the output cache when ``x`` is C-contiguous.
+
+    Small arrays (the fast path's business) pay one comparison over ``np.empty_like``.
+    """
+    if x.nbytes >= _CACHED_OUTPUT_BYTES and x.flags.c_contiguous:
+        return _core.cached_empty(x.shape, x.dtype)
     return np.empty_like(x)
 
 
@@ -340,7 +344,11 @@ class Communicator:
             # small all-reduces are bound by the wrapper's own cost. False means
             # "not that call"; the full path below checks everything and explains.
             if out is None:
-                out = _output_like(x)
+                # _output_like(x) without the call: small all-reduces feel 0.1 us.
+                if x.nbytes >= _CACHED_OUTPUT_BYTES and x.flags.c_contiguous:
+                    out = _core.cached_empty(x.shape, x.dtype)
+                else:
+                    out = np.empty_like(x)
             if self._core.allreduce_fast(x, out, op, algorithm):
                 return out
         if _dlpack.is_dlpack(x):

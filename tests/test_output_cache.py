@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,8 +77,14 @@ FORK_SCRIPT = textwrap.dedent(
 )
 
 
-def test_a_forked_child_releases_what_it_inherited_and_takes_buffers() -> None:
+def test_a_forked_child_releases_what_it_inherited_and_takes_buffers(tmp_path: Path) -> None:
+    # Run outside the checkout: `python -c` puts its directory first on sys.path, and the
+    # checkout's pytfcomm/ has no _core.
     r = subprocess.run(
-        [sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", FORK_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
     )
     assert r.returncode == 0, r.stderr[-2000:]

@@ -37,6 +37,7 @@ def _timeout(value: float | None) -> float:
 # calls: glibc maps a new buffer of 32 MiB or more for every call and unmaps it on free,
 # and the page faults of writing it cost about as much as the all-reduce itself
 # (bindings/output_arrays.cc). Below 1 MiB, NumPy's allocation is as fast and cheaper to call.
+# The core's own results (unequal all-gathers, alltoall) use the same bound, kCachedOutputBytes.
 _CACHED_OUTPUT_BYTES = 1 << 20
 
 

@@ -1,5 +1,6 @@
 """Results of NumPy collectives called without ``out=`` come from the output-buffer cache
-(PYTFCOMM_TF_BUFFER_CACHE) from 1 MiB: every result right while others are alive, freed
+(PYTFCOMM_TF_BUFFER_CACHE) from 1 MiB, those the core allocates once it knows their size
+(unequal all-gathers, alltoall) too: every result right while others are alive, freed
 buffers reused, and a forked child free to release and take them."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _harness import check_matrix, run_ranks
+from _harness import check_matrix, free_port, run_ranks
 
 from pytfcomm import _core
 
@@ -39,6 +40,20 @@ def test_a_freed_result_buffer_is_taken_again() -> None:
     c = _core.cached_empty((1 << 22,), f32)  # b is alive: a buffer of its own
     assert not np.shares_memory(b, c)
     assert _core.cached_empty((0, 3), np.dtype(np.float64)).shape == (0, 3)
+
+
+def test_a_result_the_core_allocates_is_a_cached_buffer() -> None:
+    import pytfcomm
+
+    with pytfcomm.init(rank=0, size=1, addr=f"127.0.0.1:{free_port()}") as comm:
+        x = np.arange(3 << 18, dtype=np.float32)  # 3 MiB: alltoall's result is the core's
+        got, received = comm.alltoall(x, [x.size])
+        assert received.tolist() == [x.size]
+        assert np.array_equal(got, x)
+        where = got.ctypes.data
+        del got
+        again = _core.cached_empty(x.shape, x.dtype)
+        assert again.ctypes.data == where
 
 
 def test_a_bad_shape_is_refused() -> None:

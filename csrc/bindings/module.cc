@@ -25,14 +25,18 @@
 #include "engine/fusion.h"
 #include "engine/fusion_queue.h"
 #include "engine/registry.h"
+#include "local/buffer_cache.h"
 #include "pytfcomm_config.h"
 #include "transport/wire.h"
 
 namespace py = pybind11;
 using pytfcomm::Algorithm;
+using pytfcomm::BufferCache;
 using pytfcomm::Communicator;
 using pytfcomm::DType;
+using pytfcomm::kCachedOutputBytes;
 using pytfcomm::ReduceOp;
+using pytfcomm::tf_buffer_cache;
 
 namespace {
 
@@ -52,13 +56,23 @@ size_t checked_count(const py::array& a, DType dt, const char* what) {
 // alltoallv): allocated by alloc() on the engine's thread without the GIL,
 // handed to NumPy (as bytes; Python views them with the dtype) after.
 struct VarResult {
+  explicit VarResult(BufferCache& c) : cache(c) {}
+  BufferCache& cache;
   char* data = nullptr;
+  bool cached = false;  // from `cache` (else aligned_alloc)
   size_t bytes = 0;
   size_t elem = 1;
   void* alloc(uint64_t count) {
     bytes = static_cast<size_t>(count) * elem;
-    // Large results as NumPy allocates them: 2 MiB aligned, huge pages
-    // advised (else first-touch page faults alone doubled a 64 MiB gather).
+    // From 1 MiB, the output cache, as results without out= (output_arrays.cc):
+    // glibc maps buffers of 32 MiB or more afresh on every call.
+    if (bytes >= kCachedOutputBytes) {
+      data = static_cast<char*>(cache.take(bytes));
+      cached = data != nullptr;
+      if (cached) return data;
+    }
+    // Else as NumPy allocates them: 2 MiB aligned, huge pages advised (else
+    // first-touch page faults alone doubled a 64 MiB gather).
     constexpr size_t kHuge = size_t{2} << 20;
     const size_t align = bytes >= 2 * kHuge ? kHuge : 64;
     data = static_cast<char*>(
@@ -68,13 +82,20 @@ struct VarResult {
   }
   py::tuple finish(py::array_t<uint64_t>& counts) {
     if (data == nullptr) PTC_THROW(kInternal, "out of memory for a result of ", bytes, " bytes");
-    py::capsule owner(data, [](void* p) { std::free(p); });
+    py::capsule owner = cached ? py::capsule(data, [](void* p) { tf_buffer_cache().give(p); })
+                               : py::capsule(data, [](void* p) { std::free(p); });
     char* p = data;
     data = nullptr;
     return py::make_tuple(
         py::array_t<uint8_t>({bytes}, {size_t{1}}, reinterpret_cast<uint8_t*>(p), owner), counts);
   }
-  ~VarResult() { std::free(data); }
+  ~VarResult() {
+    if (data && cached) {
+      cache.give(data);
+    } else {
+      std::free(data);
+    }
+  }
 };
 
 void* writable(py::array& a, const char* what) {
@@ -279,7 +300,8 @@ PYBIND11_MODULE(_core, m) {
             size_t n = checked_count(src, dt, "input");
             py::array_t<uint64_t> counts(static_cast<py::ssize_t>(c.size()));
             uint64_t* cp = counts.mutable_data();
-            VarResult res;
+            VarResult res(tf_buffer_cache());  // a malformed PYTFCOMM_TF_BUFFER_CACHE: ConfigError,
+                                               // before the call
             res.elem = pytfcomm::dtype_size(dt);
             // dst: where the result goes when it is exactly dst's size; else
             // a buffer of our own, or nowhere with dst_only (the counts say why).
@@ -334,7 +356,8 @@ PYBIND11_MODULE(_core, m) {
                           " elements but the input has ", n);
             py::array_t<uint64_t> counts(static_cast<py::ssize_t>(c.size()));
             uint64_t* cp = counts.mutable_data();
-            VarResult res;
+            VarResult res(tf_buffer_cache());  // a malformed PYTFCOMM_TF_BUFFER_CACHE: ConfigError,
+                                               // before the call
             res.elem = pytfcomm::dtype_size(dt);
             const void* in = src.data();
             pytfcomm::CallKey key{name};

@@ -46,6 +46,20 @@ def results_without_out(rank: int, size: int, addr: str, counts: list[int]) -> d
                         total[rank * part : (rank + 1) * part],
                     )
                 )
+                # Unequal counts: the core allocates the result once it knows the sum.
+                ys = [_inputs(r, count + 4099 * r, case) for r in range(size)]
+                held.append(
+                    (f"allgather-uneven/{count}", comm.allgather(ys[rank]), np.concatenate(ys))
+                )
+                # alltoall: rank r sends splits[r][j] elements to rank j (unequal per pair).
+                splits = [[part + 17 * (r + j) for j in range(size)] for r in range(size)]
+                sent = [_inputs(r, sum(splits[r]), case + 7) for r in range(size)]
+                pieces = [np.split(sent[r], np.cumsum(splits[r])[:-1]) for r in range(size)]
+                got, received = comm.alltoall(sent[rank], splits[rank])
+                want = np.concatenate([pieces[r][rank] for r in range(size)])
+                held.append((f"alltoall/{count}", got, want))
+                if received.tolist() != [splits[r][rank] for r in range(size)]:
+                    failures.append(f"run {rerun} alltoall/{count}: counts {received.tolist()}")
                 case += 1
             for key, got, want in held:
                 if got.shape != want.shape or not np.array_equal(got, want):
@@ -53,7 +67,7 @@ def results_without_out(rank: int, size: int, addr: str, counts: list[int]) -> d
                     failures.append(f"run {rerun} {key}: {bad} elements wrong (shape {got.shape})")
                 if not (got.flags.c_contiguous and got.flags.writeable):
                     failures.append(f"run {rerun} {key}: not a writable C-contiguous array")
-                if not key.startswith("reduce_scatter"):  # each rank holds its own part
+                if not key.startswith(("reduce_scatter", "alltoall")):  # each rank's own
                     digests[f"{rerun}/{key}"] = ref.digest(got)
             arrays = [got for _, got, _ in held if got.size]
             for i, x in enumerate(arrays):

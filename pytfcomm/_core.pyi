@@ -259,6 +259,9 @@ def register_fast_dtype(descr: np.dtype, code: int, /) -> None:
 def cached_empty(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
     """An uninitialised C-contiguous array from the output-buffer cache, handed back when freed."""
 
+def output_cache_stats() -> dict[str, int]:
+    """The output-buffer cache: ``hits``, ``misses``, ``idle_bytes``, ``in_use_bytes``."""
+
 def shape_digest(shape: Sequence[int]) -> int:
     """zlib.crc32(repr(tuple(shape)).encode()): a collective's shape tag (also the fast path's)."""
 

@@ -300,8 +300,7 @@ PYBIND11_MODULE(_core, m) {
             size_t n = checked_count(src, dt, "input");
             py::array_t<uint64_t> counts(static_cast<py::ssize_t>(c.size()));
             uint64_t* cp = counts.mutable_data();
-            VarResult res(tf_buffer_cache());  // a malformed PYTFCOMM_TF_BUFFER_CACHE: ConfigError,
-                                               // before the call
+            VarResult res(tf_buffer_cache());
             res.elem = pytfcomm::dtype_size(dt);
             // dst: where the result goes when it is exactly dst's size; else
             // a buffer of our own, or nowhere with dst_only (the counts say why).
@@ -356,8 +355,7 @@ PYBIND11_MODULE(_core, m) {
                           " elements but the input has ", n);
             py::array_t<uint64_t> counts(static_cast<py::ssize_t>(c.size()));
             uint64_t* cp = counts.mutable_data();
-            VarResult res(tf_buffer_cache());  // a malformed PYTFCOMM_TF_BUFFER_CACHE: ConfigError,
-                                               // before the call
+            VarResult res(tf_buffer_cache());
             res.elem = pytfcomm::dtype_size(dt);
             const void* in = src.data();
             pytfcomm::CallKey key{name};

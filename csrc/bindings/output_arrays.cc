@@ -36,12 +36,25 @@ py::array cached_empty(const std::vector<py::ssize_t>& shape, const py::dtype& d
   return py::array(dt, shape, std::vector<py::ssize_t>{}, p, owner);
 }
 
+py::dict cache_stats() {
+  const BufferCache::Stats s = tf_buffer_cache().stats();
+  py::dict d;
+  d["hits"] = s.hits;
+  d["misses"] = s.misses;
+  d["idle_bytes"] = s.idle_bytes;
+  d["in_use_bytes"] = s.in_use_bytes;
+  return d;
+}
+
 }  // namespace
 
 void bind_output_arrays(py::module_& m) {
   m.def("cached_empty", &cached_empty, py::arg("shape"), py::arg("dtype"),
         "An uninitialised C-contiguous array from the output-buffer cache "
         "(PYTFCOMM_TF_BUFFER_CACHE), returned to it when freed.");
+  m.def("output_cache_stats", &cache_stats,
+        "This process's output-buffer cache: hits, misses, idle_bytes (kept for reuse), "
+        "in_use_bytes (held by live arrays and tensors).");
 }
 
 }  // namespace pytfcomm

@@ -13,7 +13,7 @@ namespace pytfcomm {
 // _CACHED_OUTPUT_BYTES says the same for the results it allocates).
 constexpr size_t kCachedOutputBytes = size_t{1} << 20;
 
-// Registers _core.cached_empty(shape, dtype).
+// Registers _core.cached_empty(shape, dtype) and _core.output_cache_stats().
 void bind_output_arrays(pybind11::module_& m);
 
 }  // namespace pytfcomm

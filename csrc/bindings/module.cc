@@ -31,7 +31,6 @@
 
 namespace py = pybind11;
 using pytfcomm::Algorithm;
-using pytfcomm::BufferCache;
 using pytfcomm::Communicator;
 using pytfcomm::DType;
 using pytfcomm::kCachedOutputBytes;
@@ -56,10 +55,8 @@ size_t checked_count(const py::array& a, DType dt, const char* what) {
 // alltoallv): allocated by alloc() on the engine's thread without the GIL,
 // handed to NumPy (as bytes; Python views them with the dtype) after.
 struct VarResult {
-  explicit VarResult(BufferCache& c) : cache(c) {}
-  BufferCache& cache;
   char* data = nullptr;
-  bool cached = false;  // from `cache` (else aligned_alloc)
+  bool cached = false;  // from the output cache (else aligned_alloc)
   size_t bytes = 0;
   size_t elem = 1;
   void* alloc(uint64_t count) {
@@ -67,7 +64,7 @@ struct VarResult {
     // From 1 MiB, the output cache, as results without out= (output_arrays.cc):
     // glibc maps buffers of 32 MiB or more afresh on every call.
     if (bytes >= kCachedOutputBytes) {
-      data = static_cast<char*>(cache.take(bytes));
+      data = static_cast<char*>(tf_buffer_cache().take(bytes));
       cached = data != nullptr;
       if (cached) return data;
     }
@@ -82,19 +79,20 @@ struct VarResult {
   }
   py::tuple finish(py::array_t<uint64_t>& counts) {
     if (data == nullptr) PTC_THROW(kInternal, "out of memory for a result of ", bytes, " bytes");
-    py::capsule owner = cached ? py::capsule(data, [](void* p) { tf_buffer_cache().give(p); })
-                               : py::capsule(data, [](void* p) { std::free(p); });
+    py::capsule owner(data, release());
     char* p = data;
     data = nullptr;
     return py::make_tuple(
         py::array_t<uint8_t>({bytes}, {size_t{1}}, reinterpret_cast<uint8_t*>(p), owner), counts);
   }
   ~VarResult() {
-    if (data && cached) {
-      cache.give(data);
-    } else {
-      std::free(data);
-    }
+    if (data) release()(data);
+  }
+  // How `data` goes back: to the cache, or to the C library.
+  using Release = void (*)(void*);
+  Release release() const {
+    if (cached) return [](void* p) { tf_buffer_cache().give(p); };
+    return [](void* p) { std::free(p); };
   }
 };
 
@@ -300,7 +298,7 @@ PYBIND11_MODULE(_core, m) {
             size_t n = checked_count(src, dt, "input");
             py::array_t<uint64_t> counts(static_cast<py::ssize_t>(c.size()));
             uint64_t* cp = counts.mutable_data();
-            VarResult res(tf_buffer_cache());
+            VarResult res;
             res.elem = pytfcomm::dtype_size(dt);
             // dst: where the result goes when it is exactly dst's size; else
             // a buffer of our own, or nowhere with dst_only (the counts say why).
@@ -355,7 +353,7 @@ PYBIND11_MODULE(_core, m) {
                           " elements but the input has ", n);
             py::array_t<uint64_t> counts(static_cast<py::ssize_t>(c.size()));
             uint64_t* cp = counts.mutable_data();
-            VarResult res(tf_buffer_cache());
+            VarResult res;
             res.elem = pytfcomm::dtype_size(dt);
             const void* in = src.data();
             pytfcomm::CallKey key{name};

@@ -4,7 +4,9 @@
 imports ``module`` from tests/workers and calls ``function(rank, size, addr,
 *args)``. Return values come back as a list indexed by rank. If any rank
 raises, or the whole run passes its deadline, every process is killed and
-``RankFailure`` reports what each rank said.
+``RankFailure`` reports what each rank said. Ranks of TensorFlow workers are
+forked from a process that imported TF once, where that changes nothing they
+run (tests/_warm.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import _warm
+from _warm import WarmProc
 
 TESTS = Path(__file__).resolve().parent
 ENTRY = TESTS / "_rank_entry.py"
@@ -51,7 +56,7 @@ def start_ranks(
     port: int | None = None,
     host: str = "127.0.0.1",
     per_rank_prefix: list[list[str]] | None = None,
-) -> tuple[list[subprocess.Popen], list[Path], str]:
+) -> tuple[list[subprocess.Popen | WarmProc], list[Path], str]:
     """Start the ranks without waiting; see run_ranks.
 
     ``per_rank_prefix[r]`` is put in front of rank r's command (e.g. ``ip netns
@@ -61,7 +66,8 @@ def start_ranks(
     addr = f"{host}:{port}"
     args_path = workdir / "args.pkl"
     args_path.write_bytes(pickle.dumps(args))
-    procs, results = [], []
+    procs: list[subprocess.Popen | WarmProc] = []
+    results = []
     for r in range(n):
         child_env = dict(os.environ)
         child_env.setdefault("PYTFCOMM_CONNECT_TIMEOUT", "30")
@@ -72,19 +78,17 @@ def start_ranks(
         out = workdir / f"rank{r}.pkl"
         results.append(out)
         paths = [str(args_path), str(out)]
-        with open(workdir / f"rank{r}.log", "wb") as log:  # the child keeps its own copy
+        argv = [str(ENTRY), target, str(r), str(n), addr, *paths]
+        log_path = workdir / f"rank{r}.log"
+        log_path.write_bytes(b"")
+        warm = None if per_rank_prefix else _warm.spawn(argv, child_env, workdir, log_path)
+        if warm is not None:
+            procs.append(warm)
+            continue
+        with open(log_path, "wb") as log:  # the child keeps its own copy
             procs.append(
                 subprocess.Popen(
-                    [
-                        *(per_rank_prefix[r] if per_rank_prefix else []),
-                        sys.executable,
-                        str(ENTRY),
-                        target,
-                        str(r),
-                        str(n),
-                        addr,
-                        *paths,
-                    ],
+                    [*(per_rank_prefix[r] if per_rank_prefix else []), sys.executable, *argv],
                     cwd=workdir,  # never the repo root: tests must import the installed package
                     env=child_env,
                     stdout=log,
@@ -95,7 +99,7 @@ def start_ranks(
     return procs, results, addr
 
 
-def kill_all(procs: list[subprocess.Popen]) -> None:
+def kill_all(procs: list[subprocess.Popen | WarmProc]) -> None:
     for p in procs:
         if p.poll() is None:
             try:
@@ -110,7 +114,7 @@ def kill_all(procs: list[subprocess.Popen]) -> None:
 
 
 def collect_survivors(
-    procs: list[subprocess.Popen],
+    procs: list[subprocess.Popen | WarmProc],
     results: list[Path],
     workdir: Path,
     skip: int,
@@ -130,7 +134,7 @@ def collect_survivors(
 
 
 def collect(
-    procs: list[subprocess.Popen], results: list[Path], workdir: Path, timeout: float
+    procs: list[subprocess.Popen | WarmProc], results: list[Path], workdir: Path, timeout: float
 ) -> dict[int, tuple[bool, Any]]:
     """Wait for every rank (killing all at the deadline) and load what each returned."""
     deadline = time.monotonic() + timeout

@@ -70,7 +70,9 @@ def test_strategy_gather_uneven(ranks, workers, ndev):
 def test_predict_with_a_remainder(ranks, legacy):
     if legacy:
         pytest.importorskip("tf_keras")
-    outs = ranks(2, "uneven_workers:predict_remainder", legacy, timeout=180)
+    # Set before the rank starts, so it imports TF without Keras 3 (and starts cold).
+    env = {"TF_USE_LEGACY_KERAS": "1"} if legacy else {}
+    outs = ranks(2, "uneven_workers:predict_remainder", legacy, timeout=180, env=env)
     for r, o in enumerate(outs):
         assert o["shape"] == [PREDICT_ROWS, 10], r
         np.testing.assert_allclose(o["got"], o["ref"], rtol=1e-5, atol=1e-6, err_msg=f"rank {r}")

@@ -1,0 +1,43 @@
+"""Ranks that report how they were started (tests/test_warm_harness.py; not a test module).
+
+The module names tensorflow, so tests/_warm.py forks its ranks from the zygote.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def describe(rank: int, size: int, addr: str, marker_dir: str) -> dict:
+    """What a cold ``python _rank_entry.py`` rank would also see, and whether TF was loaded."""
+    import numpy as np
+
+    preloaded = "tensorflow" in sys.modules
+    print(f"rank {rank} says hello", flush=True)
+    atexit.register(lambda: (Path(marker_dir) / f"atexit{rank}").write_text("ran"))
+    return {
+        "preloaded": preloaded,
+        "pid": os.getpid(),
+        "sid": os.getsid(0),
+        "pgid": os.getpgid(0),
+        "cwd": os.getcwd(),
+        "argv": sys.argv[1:5],
+        "env": {k: os.environ.get(k) for k in ("PYTFCOMM_TIMEOUT", "PYTEST_CURRENT_TEST")},
+        "random": np.random.rand(4).tolist(),
+        "stdin": os.read(0, 10),
+        "sigint": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+    }
+
+
+def sleep(rank: int, size: int, addr: str, seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def exit_hard(rank: int, size: int, addr: str, code: int) -> None:
+    sys.stdout.flush()
+    os._exit(code)

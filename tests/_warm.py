@@ -9,7 +9,9 @@ change what it runs:
 * its environment differs from the one the zygote imported TF under only in
   variables read after import (``PYTFCOMM_*``, ``HOROVOD_*``, ``PYTEST_*``,
   ``TF_CONFIG``). ``TF_USE_LEGACY_KERAS`` is not one of them: ``import
-  tensorflow`` imports Keras 3 unless it is set;
+  tensorflow`` imports Keras 3 unless it is set. A test that gives its ranks
+  other variables gets cold ranks; if the session's own environment changed,
+  a new zygote takes over (at most MAX_RESTARTS times);
 * it is not started under a command prefix (``ip netns exec``).
 
 ``PYTFCOMM_TEST_COLD=1`` starts every rank cold. One difference stays: warm
@@ -95,6 +97,7 @@ class _Zygote:
         self._lock = threading.Lock()  # one request and its answer at a time
         self._answers: queue.Queue[dict] = queue.Queue()
         self._exits: dict[int, int] = {}
+        self._pids: list[int] = []
         self._changed = threading.Condition()
         self._ready = threading.Event()
         self.alive = True
@@ -130,7 +133,13 @@ class _Zygote:
             answer = self._answers.get(timeout=60)
         if "error" in answer:
             raise RuntimeError(answer["error"])
+        self._pids.append(answer["pid"])
         return WarmProc(self, answer["pid"])
+
+    def busy(self) -> bool:
+        """Whether a rank it forked may still run."""
+        with self._changed:
+            return any(pid not in self._exits for pid in self._pids)
 
     def exit_code(self, pid: int, timeout: float | None) -> int | None:
         """The rank's exit code (-signal when killed), or None if it still runs at the timeout."""
@@ -148,6 +157,7 @@ class _Zygote:
     def close(self) -> None:
         if os.getpid() != self._owner:  # a test's forked child exiting: not its zygote
             return
+        self.alive = False
         try:
             self._sock.close()  # end of file: the zygote kills what is left and exits
         except OSError:
@@ -162,6 +172,8 @@ class _Zygote:
 
 _zygote_instance: _Zygote | None = None
 _broken: str | None = None
+_restarts = [0]
+MAX_RESTARTS = 3  # each costs one TF import
 
 
 def _fits(env: Mapping[str, str], base: Mapping[str, str]) -> bool:
@@ -185,18 +197,24 @@ def spawn(argv: list[str], env: Mapping[str, str], cwd: Path, log: Path) -> Warm
     global _zygote_instance, _broken
     if os.environ.get("PYTFCOMM_TEST_COLD") == "1" or _broken or not _uses_tf(argv[1]):
         return None
-    if _zygote_instance is None or not _zygote_instance.alive:
+    zygote = _zygote_instance
+    if zygote is not None and zygote.alive and not _fits(env, zygote.env):
+        if not _fits(env, os.environ):
+            return None  # this test's own environment: start its ranks cold
+        if zygote.busy() or _restarts[0] >= MAX_RESTARTS:
+            return None
+        zygote.close()  # the session's environment changed since it started
+        _restarts[0] += 1
+    if zygote is None or not zygote.alive:
         try:
-            _zygote_instance = _Zygote()
+            zygote = _zygote_instance = _Zygote()
         except (OSError, RuntimeError) as exc:
             _broken = str(exc)
             print(f"tests/_warm.py: starting ranks cold from now on: {exc}", file=sys.stderr)
             return None
-        atexit.register(_zygote_instance.close)
-    if not _fits(env, _zygote_instance.env):
-        return None
+        atexit.register(zygote.close)
     try:
-        return _zygote_instance.spawn(argv, env, cwd, log)
+        return zygote.spawn(argv, env, cwd, log)
     except (OSError, RuntimeError, queue.Empty) as exc:
         print(f"tests/_warm.py: starting {argv[1]} cold: {exc!r}", file=sys.stderr)
         return None

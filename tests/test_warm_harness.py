@@ -71,3 +71,16 @@ def test_environments_the_zygote_did_not_import_under_start_cold(tmp_path):
     assert not _warm._fits({}, {"LD_PRELOAD": "x"})
     assert _warm._uses_tf("warm_workers:describe")
     assert not _warm._uses_tf("core_workers:allreduce_matrix")
+
+
+def test_a_changed_session_environment_gets_a_new_zygote(tmp_path, monkeypatch):
+    monkeypatch.setattr(_warm, "_restarts", [0])
+    run_ranks(1, "warm_workers:describe", str(tmp_path), timeout=120)
+    before = _warm._zygote_instance
+    monkeypatch.setenv("PYTFCOMM_WARM_TEST_IMPORT_TIME", "x")  # read after import: no restart
+    run_ranks(1, "warm_workers:describe", str(tmp_path), timeout=120)
+    assert _warm._restarts == [0] and _warm._zygote_instance is before
+    monkeypatch.setenv("WARM_TEST_SESSION_VAR", "1")
+    (out,) = run_ranks(1, "warm_workers:describe", str(tmp_path), timeout=120)
+    assert out["preloaded"] and _warm._restarts == [1]
+    assert _warm._zygote_instance.env["WARM_TEST_SESSION_VAR"] == "1"

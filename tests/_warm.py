@@ -158,10 +158,11 @@ class _Zygote:
         if os.getpid() != self._owner:  # a test's forked child exiting: not its zygote
             return
         self.alive = False
-        try:
-            self._sock.close()  # end of file: the zygote kills what is left and exits
+        try:  # end of file: the zygote kills what is left and exits
+            self._sock.shutdown(socket.SHUT_RDWR)  # also ends the reader's recv
         except OSError:
             pass
+        self._sock.close()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

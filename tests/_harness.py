@@ -80,7 +80,6 @@ def start_ranks(
         paths = [str(args_path), str(out)]
         argv = [str(ENTRY), target, str(r), str(n), addr, *paths]
         log_path = workdir / f"rank{r}.log"
-        log_path.write_bytes(b"")
         warm = None if per_rank_prefix else _warm.spawn(argv, child_env, workdir, log_path)
         if warm is not None:
             procs.append(warm)

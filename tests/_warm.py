@@ -21,6 +21,7 @@ ranks share the zygote's ``str`` hash seed (cold ones each draw their own).
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import queue
 import re
@@ -185,9 +186,14 @@ def _fits(env: Mapping[str, str], base: Mapping[str, str]) -> bool:
     return True
 
 
-def _uses_tf(target: str) -> bool:
-    path = TESTS / "workers" / (target.split(":")[0] + ".py")
+@functools.cache
+def _module_uses_tf(module: str) -> bool:
+    path = TESTS / "workers" / (module + ".py")
     return path.exists() and bool(_USES_TF.search(path.read_text()))
+
+
+def _uses_tf(target: str) -> bool:
+    return _module_uses_tf(target.split(":")[0])
 
 
 def spawn(argv: list[str], env: Mapping[str, str], cwd: Path, log: Path) -> WarmProc | None:

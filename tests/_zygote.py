@@ -55,12 +55,13 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
 def _become_rank(req: dict, ready_w: int) -> None:
     """In the forked child: take on the request's session, fds, environment and cwd."""
     os.setsid()
-    os.write(ready_w, b"x")  # the parent answers the pid only once killpg(pid) works
-    os.close(ready_w)
-    fd = os.open(req["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(req["log"], os.O_WRONLY | os.O_TRUNC | os.O_CREAT, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+    # The parent answers the pid only now: killpg(pid) works and the log exists.
+    os.write(ready_w, b"x")
+    os.close(ready_w)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)

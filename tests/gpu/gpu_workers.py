@@ -7,6 +7,7 @@ the real path also runs with ``out=None``."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -217,6 +218,98 @@ def collectives(
             want = np.arange(10, dtype=np.float32) * sum(range(1, size + 1))
             check("allreduce out=None", comm.allreduce(x), want)
         backend = comm._gpu.last_backend() if comm._gpu is not None else ""
+    return {"failures": failures, "backend": backend}
+
+
+class _ProducerStream:
+    """The library's current stream while entered: a new non-blocking stream
+    ("side") or the default one ("default"); ``copy(dst, src)`` enqueues
+    dst[...] = src on it."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.ctx: Any = contextlib.nullcontext()
+
+    def __enter__(self) -> _ProducerStream:
+        lib = _lib()
+        if lib == "fake":
+            import fake_cuda
+
+            # pytfcomm reads PyTorch's and CuPy's current streams; the stand-in's
+            # tensor library gets the same treatment here.
+            pytfcomm._dlpack.CURRENT_STREAM["fake_cuda"] = fake_cuda.current_stream
+            self.s = fake_cuda.new_stream(_DEVICE) if self.kind == "side" else 0
+            fake_cuda.set_current_stream(_DEVICE, self.s)
+        elif lib == "cupy":
+            import cupy
+
+            s = (
+                cupy.cuda.Stream(non_blocking=True)
+                if self.kind == "side"
+                else cupy.cuda.Stream.null
+            )
+            self.ctx = s
+        elif self.kind == "side":
+            import torch
+
+            self.ctx = torch.cuda.stream(torch.cuda.Stream(device=_DEVICE))
+        self.ctx.__enter__()
+        return self
+
+    def copy(self, dst: Any, src: Any, junk: Any) -> None:
+        """dst = junk four times, then dst = src: the value lands last (about 100 ms
+        after the call on the stand-in), later than the collective's own first step."""
+        for value in (junk, junk, junk, junk, src):
+            if _lib() == "fake":
+                import fake_cuda
+
+                fake_cuda.copy_async(dst, value, self.s)
+            else:
+                dst[...] = value  # on the current stream
+
+    def __exit__(self, *exc: object) -> None:
+        if _lib() == "fake":
+            import fake_cuda
+
+            fake_cuda.set_current_stream(_DEVICE, 0)
+        self.ctx.__exit__(*exc)
+
+
+def pending_producer_work(rank: int, size: int, addr: str, stream: str, count: int) -> dict:
+    """The input's values are still being written on the producer's current stream
+    (``stream``: "side" or "default"; each stand-in stream operation is delayed) when
+    the collective starts: every result must include them (all-reduce out of place and
+    in place, broadcast, all-gather). pytfcomm runs the collective on that stream."""
+    setup(rank)
+    failures: list[str] = []
+    want_sum = np.full(count, sum(range(1, size + 1)), np.float32)
+    mine = np.full(count, rank + 1, np.float32)
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm, _ProducerStream(stream) as side:
+        src = to_gpu(mine)
+        junk = to_gpu(np.full(count, -7, np.float32))
+        for i in range(2):
+            x = to_gpu(np.zeros(count, np.float32))
+            side.copy(x, src, junk)
+            got = to_cpu(comm.allreduce(x, out=empty((count,), np.float32)))
+            if not same(got, want_sum):
+                failures.append(f"allreduce {i}: got {got[:3]}.. want {want_sum[:3]}..")
+            x = to_gpu(np.zeros(count, np.float32))
+            side.copy(x, src, junk)
+            comm.allreduce(x, out=x)
+            if not same(to_cpu(x), want_sum):
+                failures.append(f"allreduce in place {i}: got {to_cpu(x)[:3]}..")
+            x = to_gpu(np.zeros(count, np.float32))
+            side.copy(x, src, junk)
+            got = to_cpu(comm.broadcast(x, size - 1, out=empty((count,), np.float32)))
+            if not same(got, np.full(count, size, np.float32)):
+                failures.append(f"broadcast {i}: got {got[:3]}..")
+            x = to_gpu(np.zeros(count, np.float32))
+            side.copy(x, src, junk)
+            got = to_cpu(comm.allgather(x, out=empty((count * size,), np.float32)))
+            want = np.repeat(np.arange(1, size + 1, dtype=np.float32), count)
+            if not same(got, want):
+                failures.append(f"allgather {i}: got {got[::count]}.. want {want[::count]}..")
+        backend = comm._gpu.last_backend()
     return {"failures": failures, "backend": backend}
 
 

@@ -100,6 +100,24 @@ def test_large_buffers_are_chunked(gpu_env: GpuEnv, transport: str) -> None:
         assert res["ok"] and res["broadcast_ok"] and res["backend"] == transport, res
 
 
+@pytest.mark.parametrize("stream", ["side", "default"])
+@pytest.mark.parametrize("transport", ["nccl", "staged"])
+def test_the_producers_pending_work_comes_first(
+    gpu_env: GpuEnv, transport: str, stream: str
+) -> None:
+    """pytfcomm runs on the tensor library's current stream, where the producer's
+    writes to the input are still pending (20 ms per stand-in stream operation): the
+    all-reduce, broadcast and all-gather results include them on every rank."""
+    n = gpu_env.ranks_for_nccl(2) if transport == "nccl" else 2
+    env = gpu_env.with_env(PYTFCOMM_GPU_TRANSPORT=transport, PYTFCOMM_GPU_STAGE_BYTES="65536")
+    if gpu_env.standin:
+        env["PTCSI_CUDA_DELAY_US"] = "20000"
+    out = run_ranks(n, "gpu_workers:pending_producer_work", stream, 70_001, env=env, timeout=120)
+    for r, res in enumerate(out):
+        assert res["failures"] == [], f"rank {r}: {res['failures']}"
+        assert res["backend"] == transport
+
+
 def test_init_transport_tcp_stages(gpu_env: GpuEnv) -> None:
     out = run_ranks(2, "gpu_workers:collectives", "tcp", [4097], {}, env=gpu_env.env, timeout=280)
     assert [r["backend"] for r in out] == ["staged", "staged"]

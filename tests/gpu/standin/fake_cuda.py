@@ -68,7 +68,10 @@ _PROTOS: dict[str, list[Any]] = {
     "cuEventRecord": [_c.c_void_p, _c.c_void_p],
     "cuEventDestroy_v2": [_c.c_void_p],
     "cuStreamWaitEvent": [_c.c_void_p, _c.c_void_p, _c.c_uint],
+    "cuStreamCreate": [_c.POINTER(_c.c_void_p), _c.c_uint],
+    "cuStreamDestroy_v2": [_c.c_void_p],
 }
+CU_STREAM_NON_BLOCKING = 1
 
 
 def load(path: str) -> ctypes.CDLL:
@@ -299,17 +302,22 @@ class Tensor:
         return src._capsule()
 
     def _order_before(self, stream: int | None) -> None:
-        """Make the consumer's ``stream`` wait for our (legacy-stream) work."""
-        if stream is None or stream == -1 or stream in _LEGACY_STREAMS:
+        """Make the consumer's ``stream`` wait for our work, which is on the device's
+        current stream (:func:`current_stream`), as PyTorch and CuPy do: nothing when
+        ``stream`` is that stream (1: the legacy default one)."""
+        if stream is None or stream == -1:
             return
         if stream == 0:
             raise ValueError("stream=0 is ambiguous for CUDA in DLPack; pass 1 for the default")
+        mine = _current.get(self.device, 0)
+        if (stream in _LEGACY_STREAMS) if mine == 0 else (stream == mine):
+            return
         lib = driver()
         use(self.device)
         ev = _c.c_void_p()
         check(lib.cuEventCreate(_c.byref(ev), CU_EVENT_DISABLE_TIMING), "cuEventCreate")
         try:
-            check(lib.cuEventRecord(ev, None), "cuEventRecord")
+            check(lib.cuEventRecord(ev, _c.c_void_p(mine or None)), "cuEventRecord")
             check(lib.cuStreamWaitEvent(_c.c_void_p(stream), ev, 0), "cuStreamWaitEvent")
         finally:
             lib.cuEventDestroy_v2(ev)
@@ -342,6 +350,41 @@ class Tensor:
                 driver().cuMemcpyDtoH_v2(out.ctypes.data, self.ptr, self.nbytes), "cuMemcpyDtoH_v2"
             )
         return out
+
+
+# ---- streams: a current stream per device, as PyTorch and CuPy have ------
+
+_current: dict[int, int] = {}  # device -> stream handle; absent or 0: the legacy default
+
+
+def new_stream(device: int = 0) -> int:
+    """A new non-blocking stream on ``device`` (never destroyed: tests only)."""
+    use(device)
+    s = _c.c_void_p()
+    check(driver().cuStreamCreate(_c.byref(s), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+    return int(s.value or 0)
+
+
+def set_current_stream(device: int, stream: int) -> None:
+    """Make ``stream`` (0: the legacy default) the device's current stream."""
+    _current[device] = int(stream)
+
+
+def current_stream(x: Tensor) -> int:
+    """The current stream of x's device as a pointer (0: the legacy default), like
+    ``torch.cuda.current_stream(x.device).cuda_stream``."""
+    return _current.get(x.device, 0)
+
+
+def copy_async(dst: Tensor, src: Tensor, stream: int) -> None:
+    """dst[...] = src, enqueued on ``stream`` (the producer's pending work)."""
+    if dst.nbytes != src.nbytes or dst.device != src.device:
+        raise ValueError("copy_async needs tensors of the same size on the same device")
+    use(dst.device)
+    check(
+        driver().cuMemcpyDtoDAsync_v2(dst.ptr, src.ptr, src.nbytes, _c.c_void_p(stream or None)),
+        "cuMemcpyDtoDAsync_v2",
+    )
 
 
 def empty(shape: Any, dtype: Any, device: int = 0) -> Tensor:

@@ -223,29 +223,12 @@ class GpuCommunicator:
         backend: int,
         timeout: float,
         shape_tag: int = 0,
-        stream: int = 0,
-    ) -> None:
-        """``stream``: the producer's CUDA stream as a DLPack stream value (1: the legacy
-        default), where NCCL runs; 0: pytfcomm's own stream, after a hand-off."""
+    ) -> None: ...
     def broadcast(
-        self,
-        src: Any,
-        dst: Any,
-        root: int,
-        backend: int,
-        timeout: float,
-        shape_tag: int = 0,
-        stream: int = 0,
+        self, src: Any, dst: Any, root: int, backend: int, timeout: float, shape_tag: int = 0
     ) -> None: ...
     def allgather(
-        self,
-        src: Any,
-        dst: Any,
-        size: int,
-        backend: int,
-        timeout: float,
-        shape_tag: int = 0,
-        stream: int = 0,
+        self, src: Any, dst: Any, size: int, backend: int, timeout: float, shape_tag: int = 0
     ) -> None: ...
     def reduce_scatter(
         self,
@@ -256,7 +239,6 @@ class GpuCommunicator:
         backend: int,
         timeout: float,
         shape_tag: int = 0,
-        stream: int = 0,
     ) -> None: ...
     def last_backend(self) -> str: ...
     def close(self) -> None: ...

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -94,45 +93,6 @@ def _empty_like(x: Any, shape: tuple[int, ...]) -> Any:
     )
 
 
-def _torch_stream(x: Any) -> int:
-    import torch
-
-    return int(torch.cuda.current_stream(x.device).cuda_stream)
-
-
-def _cupy_stream(x: Any) -> int:
-    import cupy
-
-    with x.device:
-        return int(cupy.cuda.get_current_stream().ptr)
-
-
-# How to read a library's current CUDA stream for a tensor of it: the stream
-# its pending work on the tensor is on (DLPack itself does not say).
-CURRENT_STREAM: dict[str, Callable[[Any], int]] = {"torch": _torch_stream, "cupy": _cupy_stream}
-
-
-def producer_stream(x: Any) -> int:
-    """The DLPack stream value of x's library's current stream, 0 when unknown.
-
-    pytfcomm then runs the collective on that stream, so the producer need not
-    hand its work over to another stream (an event per call). A null stream
-    pointer is the legacy default stream, DLPack's 1. The per-thread default
-    stream (2) is a different stream on each thread, and the collective may be
-    launched from another: it gets 0, pytfcomm's stream and a hand-off.
-    """
-    read = CURRENT_STREAM.get(type(x).__module__.split(".")[0])
-    if read is None:
-        return 0
-    try:
-        ptr = read(x)
-    except Exception:  # an older library: pytfcomm's own stream, as before
-        return 0
-    if ptr == 2:
-        return 0
-    return ptr if ptr > 0 else 1
-
-
 def _like(x: Any, result: np.ndarray) -> Any:
     """``result`` as x's library type when that library has ``from_dlpack`` (zero copy)."""
     mod = sys.modules.get(type(x).__module__.split(".")[0])
@@ -181,5 +141,5 @@ def collective(
             )
     if timeout <= 0:  # no timeout= on the call: the communicator's (init(timeout=))
         timeout = getattr(comm, "_timeout_s", -1.0)
-    getattr(gpu, name)(x, out, *gpu_args, comm.gpu_backend, timeout, tag, producer_stream(x))
+    getattr(gpu, name)(x, out, *gpu_args, comm.gpu_backend, timeout, tag)
     return out

@@ -71,10 +71,7 @@ struct Imported {
   gpu::DeviceBuffer buf;
 };
 
-// `stream` (a DLPack stream value, 0 for pytfcomm's own) is where the
-// collective runs: the producer orders its pending work on the tensor before it.
-Imported import_cuda(gpu::GpuCommunicator& g, const py::object& obj, const char* what,
-                     uintptr_t stream) {
+Imported import_cuda(gpu::GpuCommunicator& g, const py::object& obj, const char* what) {
   PTC_CHECK_ARG(py::hasattr(obj, "__dlpack__") && py::hasattr(obj, "__dlpack_device__"), what,
                 " is not a DLPack tensor (no __dlpack__ / __dlpack_device__)");
   py::tuple dev = obj.attr("__dlpack_device__")();
@@ -84,7 +81,8 @@ Imported import_cuda(gpu::GpuCommunicator& g, const py::object& obj, const char*
   PTC_CHECK_ARG(type == dlpack::kDLCUDA || type == dlpack::kDLCUDAManaged, what,
                 " is on DLPack device type ", type,
                 ", not CUDA (2); pytfcomm takes CPU and CUDA tensors only");
-  if (stream == 0) stream = g.stream(id);
+  uintptr_t stream = g.stream(id);
+  // The producer orders its pending work on the tensor before our stream.
   py::object cap = obj.attr("__dlpack__")(py::arg("stream") = stream);
   PTC_CHECK_ARG(PyCapsule_IsValid(cap.ptr(), "dltensor"), what,
                 ".__dlpack__() did not return an unused 'dltensor' capsule");
@@ -124,8 +122,8 @@ Imported import_cuda(gpu::GpuCommunicator& g, const py::object& obj, const char*
 // since every __dlpack__(stream=) costs the producer a stream hand-off (~15 us
 // in PyTorch), and one is enough to order its pending work on the tensor.
 Imported import_out(gpu::GpuCommunicator& g, const py::object& src, const Imported& in,
-                    const py::object& dst, uintptr_t stream) {
-  return dst.is(src) ? in : import_cuda(g, dst, "out", stream);
+                    const py::object& dst) {
+  return dst.is(src) ? in : import_cuda(g, dst, "out");
 }
 
 void check_out(const Imported& in, const Imported& out, size_t want, const char* rule) {
@@ -195,52 +193,51 @@ void bind_gpu(py::module_& m) {
       .def(
           "allreduce",
           [](gpu::GpuCommunicator& g, py::object src, py::object dst, int op, int algorithm,
-             int backend, double timeout, uint32_t shape_tag, uintptr_t stream) {
-            Imported in = import_cuda(g, src, "input", stream);
-            Imported out = import_out(g, src, in, dst, stream);
+             int backend, double timeout, uint32_t shape_tag) {
+            Imported in = import_cuda(g, src, "input");
+            Imported out = import_out(g, src, in, dst);
             check_out(in, out, in.buf.count, "the result has as many as the input");
             PTC_CHECK_ARG(valid_op(static_cast<uint8_t>(op)) && op >= 0, "bad op code ", op);
             PTC_CHECK_ARG(algorithm >= 0 && algorithm <= 3, "bad algorithm code ", algorithm);
             pytfcomm::Blocking blocking;
             g.allreduce(in.buf, out.buf, static_cast<ReduceOp>(op),
-                        static_cast<Algorithm>(algorithm), to_backend(backend), timeout, shape_tag,
-                        stream);
+                        static_cast<Algorithm>(algorithm), to_backend(backend), timeout, shape_tag);
           },
           py::arg("src"), py::arg("dst"), py::arg("op"), py::arg("algorithm"), py::arg("backend"),
-          py::arg("timeout"), py::arg("shape_tag") = 0, py::arg("stream") = 0)
+          py::arg("timeout"), py::arg("shape_tag") = 0)
       .def(
           "broadcast",
           [](gpu::GpuCommunicator& g, py::object src, py::object dst, int root, int backend,
-             double timeout, uint32_t shape_tag, uintptr_t stream) {
-            Imported in = import_cuda(g, src, "input", stream);
-            Imported out = import_out(g, src, in, dst, stream);
+             double timeout, uint32_t shape_tag) {
+            Imported in = import_cuda(g, src, "input");
+            Imported out = import_out(g, src, in, dst);
             check_out(in, out, in.buf.count, "the result has as many as the input");
             pytfcomm::Blocking blocking;
-            g.broadcast(in.buf, out.buf, root, to_backend(backend), timeout, shape_tag, stream);
+            g.broadcast(in.buf, out.buf, root, to_backend(backend), timeout, shape_tag);
           },
           py::arg("src"), py::arg("dst"), py::arg("root"), py::arg("backend"), py::arg("timeout"),
-          py::arg("shape_tag") = 0, py::arg("stream") = 0)
+          py::arg("shape_tag") = 0)
       .def(
           "allgather",
           [](gpu::GpuCommunicator& g, py::object src, py::object dst, int size, int backend,
-             double timeout, uint32_t shape_tag, uintptr_t stream) {
-            Imported in = import_cuda(g, src, "input", stream);
-            Imported out = import_cuda(g, dst, "out", stream);
+             double timeout, uint32_t shape_tag) {
+            Imported in = import_cuda(g, src, "input");
+            Imported out = import_cuda(g, dst, "out");
             check_out(in, out, in.buf.count * static_cast<size_t>(size),
                       "the result has size * input");
             PTC_CHECK_ARG(in.buf.ptr != out.buf.ptr || in.buf.count == 0,
                           "allgather cannot run in place");
             pytfcomm::Blocking blocking;
-            g.allgather(in.buf, out.buf, to_backend(backend), timeout, shape_tag, stream);
+            g.allgather(in.buf, out.buf, to_backend(backend), timeout, shape_tag);
           },
           py::arg("src"), py::arg("dst"), py::arg("size"), py::arg("backend"), py::arg("timeout"),
-          py::arg("shape_tag") = 0, py::arg("stream") = 0)
+          py::arg("shape_tag") = 0)
       .def(
           "reduce_scatter",
           [](gpu::GpuCommunicator& g, py::object src, py::object dst, int op, int size, int backend,
-             double timeout, uint32_t shape_tag, uintptr_t stream) {
-            Imported in = import_cuda(g, src, "input", stream);
-            Imported out = import_cuda(g, dst, "out", stream);
+             double timeout, uint32_t shape_tag) {
+            Imported in = import_cuda(g, src, "input");
+            Imported out = import_cuda(g, dst, "out");
             check_out(in, out, in.buf.count / static_cast<size_t>(size),
                       "the result has input / size");
             PTC_CHECK_ARG(valid_op(static_cast<uint8_t>(op)) && op >= 0, "bad op code ", op);
@@ -248,10 +245,10 @@ void bind_gpu(py::module_& m) {
                           "reduce_scatter cannot run in place");
             pytfcomm::Blocking blocking;
             g.reduce_scatter(in.buf, out.buf, static_cast<ReduceOp>(op), to_backend(backend),
-                             timeout, shape_tag, stream);
+                             timeout, shape_tag);
           },
           py::arg("src"), py::arg("dst"), py::arg("op"), py::arg("size"), py::arg("backend"),
-          py::arg("timeout"), py::arg("shape_tag") = 0, py::arg("stream") = 0)
+          py::arg("timeout"), py::arg("shape_tag") = 0)
       .def("last_backend", &gpu::GpuCommunicator::last_backend)
       .def("close", [](gpu::GpuCommunicator& g) {
         pytfcomm::Blocking blocking;

@@ -73,10 +73,8 @@ void GpuCommunicator::run(const Call& call, const DeviceBuffer& in, const Device
   g.shape_tag = call.shape_tag;
   g.nccl_hierarchical =
       call.op == StreamOp::kAllReduce && call.algorithm == Algorithm::kHierarchical;
-  // The producer's stream, or ours. Staging runs on ours: it waits for theirs.
-  const CUstream user = call.stream ? reinterpret_cast<CUstream>(call.stream) : dev.stream();
   Member m;
-  m.stream = user;
+  m.stream = dev.stream();
   m.ctx = dev.context();
   m.device = dev.ordinal();
   m.tensors.push_back(StreamTensor{in.ptr, out.ptr, in.count, in.dtype});
@@ -85,11 +83,6 @@ void GpuCommunicator::run(const Call& call, const DeviceBuffer& in, const Device
     last_ = run_collective(g, clique_, Completion::kWait, [&](TimePoint deadline) {
       if (!stager_) {
         stager_ = std::make_unique<Stager>(dev, static_cast<size_t>(gpu_params().stage_bytes));
-      }
-      if (user != dev.stream()) {
-        Event ready;
-        ready.record(user);
-        PTC_CU_CHECK(driver().cuStreamWaitEvent(dev.stream(), ready.get(), 0));
       }
       staged(*stager_, dev, deadline);
     });
@@ -108,7 +101,7 @@ void GpuCommunicator::run(const Call& call, const DeviceBuffer& in, const Device
 
 void GpuCommunicator::allreduce(const DeviceBuffer& in, const DeviceBuffer& out, ReduceOp op,
                                 Algorithm algorithm, Backend backend, double timeout_s,
-                                uint32_t shape_tag, uintptr_t stream) {
+                                uint32_t shape_tag) {
   PTC_CHECK_ARG(in.dtype != DType::kBool || op != ReduceOp::kMean,
                 "op 'mean' is not defined for bool; use 'max' (any) or 'min' (all)");
   if (algorithm == Algorithm::kHierarchical) {
@@ -116,7 +109,7 @@ void GpuCommunicator::allreduce(const DeviceBuffer& in, const DeviceBuffer& out,
                   "hierarchical all-reduce needs the same number of ranks on every host; this job "
                   "has uneven hosts: use algorithm='ring' or 'auto'");
   }
-  run(Call{StreamOp::kAllReduce, op, algorithm, 0, backend, timeout_s, shape_tag, stream}, in, out,
+  run(Call{StreamOp::kAllReduce, op, algorithm, 0, backend, timeout_s, shape_tag}, in, out,
       [&](Stager& s, Device&, TimePoint deadline) {
         s.allreduce(*comm_, in.ptr, out.ptr, in.count, in.dtype, op, algorithm, deadline,
                     shape_tag);
@@ -124,12 +117,11 @@ void GpuCommunicator::allreduce(const DeviceBuffer& in, const DeviceBuffer& out,
 }
 
 void GpuCommunicator::broadcast(const DeviceBuffer& in, const DeviceBuffer& out, int root,
-                                Backend backend, double timeout_s, uint32_t shape_tag,
-                                uintptr_t stream) {
+                                Backend backend, double timeout_s, uint32_t shape_tag) {
   PTC_CHECK_ARG(root >= 0 && root < comm_->size(), "root must be a rank in [0, ", comm_->size(),
                 "), got ", root);
   run(Call{StreamOp::kBroadcast, ReduceOp::kSum, Algorithm::kAuto, root, backend, timeout_s,
-           shape_tag, stream},
+           shape_tag},
       in, out, [&](Stager& s, Device& dev, TimePoint deadline) {
         if (comm_->rank() == root && in.ptr != out.ptr) {
           PTC_CU_CHECK(driver().cuMemcpyDtoDAsync_v2(
@@ -140,25 +132,23 @@ void GpuCommunicator::broadcast(const DeviceBuffer& in, const DeviceBuffer& out,
 }
 
 void GpuCommunicator::allgather(const DeviceBuffer& in, const DeviceBuffer& out, Backend backend,
-                                double timeout_s, uint32_t shape_tag, uintptr_t stream) {
-  run(Call{StreamOp::kAllGather, ReduceOp::kSum, Algorithm::kAuto, 0, backend, timeout_s, shape_tag,
-           stream},
+                                double timeout_s, uint32_t shape_tag) {
+  run(Call{StreamOp::kAllGather, ReduceOp::kSum, Algorithm::kAuto, 0, backend, timeout_s,
+           shape_tag},
       in, out, [&](Stager& s, Device&, TimePoint deadline) {
         s.allgather(*comm_, in.ptr, out.ptr, in.count, in.dtype, deadline, shape_tag);
       });
 }
 
 void GpuCommunicator::reduce_scatter(const DeviceBuffer& in, const DeviceBuffer& out, ReduceOp op,
-                                     Backend backend, double timeout_s, uint32_t shape_tag,
-                                     uintptr_t stream) {
+                                     Backend backend, double timeout_s, uint32_t shape_tag) {
   PTC_CHECK_ARG(in.dtype != DType::kBool || op != ReduceOp::kMean,
                 "op 'mean' is not defined for bool");
   PTC_CHECK_ARG(in.count % static_cast<size_t>(comm_->size()) == 0,
                 "reduce_scatter needs a length divisible by the number of ranks (", comm_->size(),
                 "), got ", in.count, " elements");
-  run(Call{StreamOp::kReduceScatter, op, Algorithm::kAuto, 0, backend, timeout_s, shape_tag,
-           stream},
-      in, out, [&](Stager& s, Device&, TimePoint deadline) {
+  run(Call{StreamOp::kReduceScatter, op, Algorithm::kAuto, 0, backend, timeout_s, shape_tag}, in,
+      out, [&](Stager& s, Device&, TimePoint deadline) {
         s.reduce_scatter(*comm_, in.ptr, out.ptr, in.count, in.dtype, op, deadline, shape_tag);
       });
 }

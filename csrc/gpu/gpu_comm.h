@@ -46,18 +46,15 @@ class GpuCommunicator {
   // `__dlpack__(stream=...)`; sets up the device on first use.
   uintptr_t stream(int device);
 
-  // `stream` (a CUstream of the tensor's device, 0: pytfcomm's own) is the
-  // producer's: NCCL runs on it, so the producer's pending work comes first
-  // without a hand-off; the staged path's streams wait for it.
   void allreduce(const DeviceBuffer& in, const DeviceBuffer& out, ReduceOp op, Algorithm algorithm,
-                 Backend backend, double timeout_s, uint32_t shape_tag, uintptr_t stream = 0);
+                 Backend backend, double timeout_s, uint32_t shape_tag);
   // The root's `in` lands in every rank's `out` (in == out allowed).
   void broadcast(const DeviceBuffer& in, const DeviceBuffer& out, int root, Backend backend,
-                 double timeout_s, uint32_t shape_tag, uintptr_t stream = 0);
+                 double timeout_s, uint32_t shape_tag);
   void allgather(const DeviceBuffer& in, const DeviceBuffer& out, Backend backend, double timeout_s,
-                 uint32_t shape_tag, uintptr_t stream = 0);
+                 uint32_t shape_tag);
   void reduce_scatter(const DeviceBuffer& in, const DeviceBuffer& out, ReduceOp op, Backend backend,
-                      double timeout_s, uint32_t shape_tag, uintptr_t stream = 0);
+                      double timeout_s, uint32_t shape_tag);
 
   // "nccl" or "staged": what the last collective used ("" before any).
   std::string last_backend() const;
@@ -73,7 +70,6 @@ class GpuCommunicator {
     Backend backend;
     double timeout_s;
     uint32_t shape_tag;
-    uintptr_t stream;  // 0: pytfcomm's
   };
   // The staged body: the stager, the device, the deadline.
   using Staged = std::function<void(Stager&, Device&, TimePoint)>;

@@ -235,9 +235,6 @@ class _ProducerStream:
         if lib == "fake":
             import fake_cuda
 
-            # pytfcomm reads PyTorch's and CuPy's current streams; the stand-in's
-            # tensor library gets the same treatment here.
-            pytfcomm._dlpack.CURRENT_STREAM["fake_cuda"] = fake_cuda.current_stream
             self.s = fake_cuda.new_stream(_DEVICE) if self.kind == "side" else 0
             fake_cuda.set_current_stream(_DEVICE, self.s)
         elif lib == "cupy":
@@ -279,7 +276,8 @@ def pending_producer_work(rank: int, size: int, addr: str, stream: str, count: i
     """The input's values are still being written on the producer's current stream
     (``stream``: "side" or "default"; each stand-in stream operation is delayed) when
     the collective starts: every result must include them (all-reduce out of place and
-    in place, broadcast, all-gather). pytfcomm runs the collective on that stream."""
+    in place, broadcast, all-gather): ``__dlpack__(stream=)`` orders the producer's
+    work before pytfcomm's stream."""
     setup(rank)
     failures: list[str] = []
     want_sum = np.full(count, sum(range(1, size + 1)), np.float32)

@@ -57,27 +57,3 @@ def test_bad_cuda_dlpack_inputs_raise_clear_errors(gpu_env) -> None:
             no_out = rest.pop(0)
             assert no_out.startswith("InvalidArgumentError") and "pass out=" in no_out, no_out
         assert rest in ([], ["bfloat16 ok=True"]), rest
-
-
-def test_the_producer_stream_as_dlpack_names_it(monkeypatch) -> None:
-    """What pytfcomm passes as __dlpack__(stream=) and runs on: the library's current
-    stream, 1 for its legacy default (a null pointer), and 0 (pytfcomm's own stream,
-    after a hand-off) for the per-thread default stream, a library it does not know
-    or one whose current stream cannot be read."""
-    from pytfcomm import _dlpack
-
-    class Tensor:  # type(x).__module__ picks the library
-        __module__ = "somelib.core"
-
-    x = Tensor()
-    assert _dlpack.producer_stream(x) == 0
-    for ptr, want in [(0, 1), (2, 0), (0x7F00DEAD0000, 0x7F00DEAD0000)]:
-        monkeypatch.setitem(_dlpack.CURRENT_STREAM, "somelib", lambda t, p=ptr: p)
-        assert _dlpack.producer_stream(x) == want, ptr
-
-    def broken(t: object) -> int:
-        raise AttributeError("an older library")
-
-    monkeypatch.setitem(_dlpack.CURRENT_STREAM, "somelib", broken)
-    assert _dlpack.producer_stream(x) == 0
-    assert set(_dlpack.CURRENT_STREAM) >= {"torch", "cupy"}

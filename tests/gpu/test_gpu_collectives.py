@@ -105,9 +105,11 @@ def test_large_buffers_are_chunked(gpu_env: GpuEnv, transport: str) -> None:
 def test_the_producers_pending_work_comes_first(
     gpu_env: GpuEnv, transport: str, stream: str
 ) -> None:
-    """pytfcomm runs on the tensor library's current stream, where the producer's
-    writes to the input are still pending (20 ms per stand-in stream operation): the
-    all-reduce, broadcast and all-gather results include them on every rank."""
+    """The producer's writes to the input are still pending on the tensor library's
+    current stream, a side stream or the default one (20 ms per stand-in stream
+    operation), when the collective starts: the all-reduce, broadcast and all-gather
+    results include them on every rank (the hand-off of __dlpack__(stream=) to
+    pytfcomm's stream)."""
     n = gpu_env.ranks_for_nccl(2) if transport == "nccl" else 2
     env = gpu_env.with_env(PYTFCOMM_GPU_TRANSPORT=transport, PYTFCOMM_GPU_STAGE_BYTES="65536")
     if gpu_env.standin:

@@ -40,6 +40,10 @@ struct Group {
   Backend backend = Backend::kAuto;
   uint32_t shape_tag = 0;
   bool nccl_hierarchical = false;
+  // The staged body's host collectives carry the call's digest as their
+  // shape tag (the DLPack path's chunks): its first one fails on every rank
+  // that disagrees, so no separate round checks the digest first.
+  bool staged_carries_digest = false;
   // The TF kernels' rendezvous.
   int arrived = 0;
   TimePoint deadline;   // of the rendezvous

@@ -124,7 +124,7 @@ TimePoint deadline_of(const StreamCall& c) {
 }
 
 Backend run_collective(Group& g, const std::shared_ptr<Clique>& clique, Completion how,
-                       const std::function<void(TimePoint deadline)>& staged) {
+                       const std::function<void(TimePoint deadline, uint32_t digest)>& staged) {
   Clique& c = *clique;
   const char* what = op_label(g.call.op);
   const TimePoint deadline = deadline_of(g.call);
@@ -140,8 +140,13 @@ Backend run_collective(Group& g, const std::shared_ptr<Clique>& clique, Completi
       PTC_LOG(kDebug, what, " of ", elements(g), " x ", dtype_name(g.members[0].tensors[0].dtype),
               " on ", g.members.size(), " GPU(s) via ", backend_name(b));
       if (b == Backend::kStaged) {
-        if (negotiate) agree(*c.comm(), digest, deadline);
-        staged(deadline);
+        // A body whose chunks carry the digest checks it in its first host
+        // collective, before any result is copied back; with no elements it
+        // moves no chunk, so one byte carries the digest instead.
+        if (negotiate && (!g.staged_carries_digest || elements(g) == 0)) {
+          agree(*c.comm(), digest, deadline);
+        }
+        staged(deadline, digest);
         return b;
       }
       // NCCL set-up uses the Communicator: before the engine's turn.

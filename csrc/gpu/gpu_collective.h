@@ -29,8 +29,10 @@ enum class Completion {
 // Runs `g` on `clique`; returns the transport it used. Throws; unless
 // keeps_ranks_in_step(), the clique failed first (NCCL aborted, the
 // Communicator closed on every rank).
+// `staged(deadline, digest)` is the staged body; `digest` is the call's
+// (call_digest), for g.staged_carries_digest.
 Backend run_collective(Group& g, const std::shared_ptr<Clique>& clique, Completion how,
-                       const std::function<void(TimePoint deadline)>& staged);
+                       const std::function<void(TimePoint deadline, uint32_t digest)>& staged);
 
 // A bad argument, or ranks that disagree (found before any data moved):
 // the backend and the Communicator stay usable.

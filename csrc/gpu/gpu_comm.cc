@@ -73,6 +73,7 @@ void GpuCommunicator::run(const Call& call, const DeviceBuffer& in, const Device
   g.shape_tag = call.shape_tag;
   g.nccl_hierarchical =
       call.op == StreamOp::kAllReduce && call.algorithm == Algorithm::kHierarchical;
+  g.staged_carries_digest = true;
   Member m;
   m.stream = dev.stream();
   m.ctx = dev.context();
@@ -80,11 +81,11 @@ void GpuCommunicator::run(const Call& call, const DeviceBuffer& in, const Device
   m.tensors.push_back(StreamTensor{in.ptr, out.ptr, in.count, in.dtype});
   g.members.push_back(std::move(m));
   try {
-    last_ = run_collective(g, clique_, Completion::kWait, [&](TimePoint deadline) {
+    last_ = run_collective(g, clique_, Completion::kWait, [&](TimePoint deadline, uint32_t tag) {
       if (!stager_) {
         stager_ = std::make_unique<Stager>(dev, static_cast<size_t>(gpu_params().stage_bytes));
       }
-      staged(*stager_, dev, deadline);
+      staged(*stager_, dev, deadline, tag);
     });
   } catch (const std::exception& e) {
     if (keeps_ranks_in_step(e)) throw;  // nothing moved
@@ -110,9 +111,8 @@ void GpuCommunicator::allreduce(const DeviceBuffer& in, const DeviceBuffer& out,
                   "has uneven hosts: use algorithm='ring' or 'auto'");
   }
   run(Call{StreamOp::kAllReduce, op, algorithm, 0, backend, timeout_s, shape_tag}, in, out,
-      [&](Stager& s, Device&, TimePoint deadline) {
-        s.allreduce(*comm_, in.ptr, out.ptr, in.count, in.dtype, op, algorithm, deadline,
-                    shape_tag);
+      [&](Stager& s, Device&, TimePoint deadline, uint32_t tag) {
+        s.allreduce(*comm_, in.ptr, out.ptr, in.count, in.dtype, op, algorithm, deadline, tag);
       });
 }
 
@@ -122,12 +122,12 @@ void GpuCommunicator::broadcast(const DeviceBuffer& in, const DeviceBuffer& out,
                 "), got ", root);
   run(Call{StreamOp::kBroadcast, ReduceOp::kSum, Algorithm::kAuto, root, backend, timeout_s,
            shape_tag},
-      in, out, [&](Stager& s, Device& dev, TimePoint deadline) {
+      in, out, [&](Stager& s, Device& dev, TimePoint deadline, uint32_t tag) {
         if (comm_->rank() == root && in.ptr != out.ptr) {
           PTC_CU_CHECK(driver().cuMemcpyDtoDAsync_v2(
               out.ptr, in.ptr, in.count * dtype_size(in.dtype), dev.stream()));
         }
-        s.broadcast(*comm_, out.ptr, out.count, out.dtype, root, deadline, shape_tag);
+        s.broadcast(*comm_, out.ptr, out.count, out.dtype, root, deadline, tag);
       });
 }
 
@@ -135,8 +135,8 @@ void GpuCommunicator::allgather(const DeviceBuffer& in, const DeviceBuffer& out,
                                 double timeout_s, uint32_t shape_tag) {
   run(Call{StreamOp::kAllGather, ReduceOp::kSum, Algorithm::kAuto, 0, backend, timeout_s,
            shape_tag},
-      in, out, [&](Stager& s, Device&, TimePoint deadline) {
-        s.allgather(*comm_, in.ptr, out.ptr, in.count, in.dtype, deadline, shape_tag);
+      in, out, [&](Stager& s, Device&, TimePoint deadline, uint32_t tag) {
+        s.allgather(*comm_, in.ptr, out.ptr, in.count, in.dtype, deadline, tag);
       });
 }
 
@@ -148,8 +148,8 @@ void GpuCommunicator::reduce_scatter(const DeviceBuffer& in, const DeviceBuffer&
                 "reduce_scatter needs a length divisible by the number of ranks (", comm_->size(),
                 "), got ", in.count, " elements");
   run(Call{StreamOp::kReduceScatter, op, Algorithm::kAuto, 0, backend, timeout_s, shape_tag}, in,
-      out, [&](Stager& s, Device&, TimePoint deadline) {
-        s.reduce_scatter(*comm_, in.ptr, out.ptr, in.count, in.dtype, op, deadline, shape_tag);
+      out, [&](Stager& s, Device&, TimePoint deadline, uint32_t tag) {
+        s.reduce_scatter(*comm_, in.ptr, out.ptr, in.count, in.dtype, op, deadline, tag);
       });
 }
 

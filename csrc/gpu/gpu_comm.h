@@ -71,8 +71,9 @@ class GpuCommunicator {
     double timeout_s;
     uint32_t shape_tag;
   };
-  // The staged body: the stager, the device, the deadline.
-  using Staged = std::function<void(Stager&, Device&, TimePoint)>;
+  // The staged body: the stager, the device, the deadline, and the shape
+  // tag of its chunks (the call's digest: the first chunk checks it).
+  using Staged = std::function<void(Stager&, Device&, TimePoint, uint32_t)>;
   void run(const Call& call, const DeviceBuffer& in, const DeviceBuffer& out, const Staged& staged);
   Clique& clique_for(int ordinal);
   // Throws kClosed (CommClosedError) once closed, naming an earlier failure.

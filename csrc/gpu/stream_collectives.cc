@@ -42,7 +42,7 @@ void run(Group& g) {
     for (const Member& m : g.members) devices.push_back(m.device);
     clique = find_clique(g.call.comm ? g.call.comm_handle : 0, g.call.comm, devices);
     run_collective(g, clique, Completion::kCallbacks,
-                   [&](TimePoint deadline) { run_staged(g, clique, deadline); });
+                   [&](TimePoint deadline, uint32_t) { run_staged(g, clique, deadline); });
   } catch (...) {
     // run_collective failed the clique already (unless the arguments were
     // bad); the members that were not handed on hear it now.

@@ -328,7 +328,7 @@ def big_allreduce(rank: int, size: int, addr: str, count: int) -> dict:
 
 
 def mismatch(rank: int, size: int, addr: str, transport: str | None, what: str = "count") -> str:
-    """The last rank disagrees on ``what`` (count, dtype, op, root, kind): every rank
+    """The last rank disagrees on ``what`` (count, empty, dtype, op, root, kind): every rank
     must raise MismatchError. Returns the class and message."""
     setup(rank)
     odd = rank == size - 1
@@ -338,6 +338,9 @@ def mismatch(rank: int, size: int, addr: str, transport: str | None, what: str =
         try:
             if what == "count":
                 y = to_gpu(np.ones(100 + odd, np.float32))
+                call(comm, "allreduce", y, y.shape)
+            elif what == "empty":  # no elements here: nothing to stage, still checked
+                y = to_gpu(np.ones(0 if odd else 100, np.float32))
                 call(comm, "allreduce", y, y.shape)
             elif what == "dtype":
                 y = to_gpu(np.ones(100, np.float64 if odd else np.float32))

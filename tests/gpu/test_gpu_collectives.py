@@ -127,7 +127,8 @@ def test_init_transport_tcp_stages(gpu_env: GpuEnv) -> None:
 
 
 @pytest.mark.parametrize(
-    ("what", "n"), [("count", 2), ("count", 3), ("dtype", 2), ("op", 3), ("root", 2), ("kind", 2)]
+    ("what", "n"),
+    [("count", 2), ("count", 3), ("empty", 2), ("dtype", 2), ("op", 3), ("root", 2), ("kind", 2)],
 )
 @pytest.mark.parametrize("transport", ["nccl", "staged"])
 def test_mismatch_is_detected_on_every_rank(

@@ -30,7 +30,9 @@ def package(cuda_package: Path) -> Path:
     return cuda_package
 
 
-def _run(standin: Path, package: Path, tmp_path: Path, **extra: str) -> list[dict]:
+def _run(
+    standin: Path, package: Path, tmp_path: Path, worker: str = "gpu_then_cpu", **extra: str
+) -> list[dict]:
     from _harness import run_ranks
 
     env = {
@@ -42,7 +44,7 @@ def _run(standin: Path, package: Path, tmp_path: Path, **extra: str) -> list[dic
         "PYTFCOMM_TIMELINE": str(tmp_path / "trace.json"),
         **extra,
     }
-    paths = run_ranks(2, "timeline_workers:gpu_then_cpu", env=env, timeout=120)
+    paths = run_ranks(2, f"timeline_workers:{worker}", env=env, timeout=120)
     return [json.loads(Path(p).read_text()) for p in paths]
 
 
@@ -87,3 +89,22 @@ def test_gpu_allreduce_without_verify_still_traced(
     for trace in _run(standin, package, tmp_path, PYTFCOMM_GPU_VERIFY="0"):
         gpu, _ = _gpu_and_cpu(_events(trace))
         assert gpu["args"]["count"] == 1000 and gpu["dur"] > 0
+
+
+def test_a_staged_call_of_one_chunk_is_one_host_collective(
+    standin: Path, package: Path, tmp_path: Path
+) -> None:
+    """Staged, the chunks' host collectives carry the call's digest (the first one checks
+    it), so a call of one chunk is one host all-reduce. A call with no elements stages
+    nothing: one byte carries the digest instead. Then the CPU all-reduce."""
+    seqs = []
+    for trace in _run(standin, package, tmp_path, "staged_calls", PYTFCOMM_GPU_TRANSPORT="staged"):
+        reduces = [
+            e["args"]
+            for e in _events(trace)
+            if e["cat"] == "collective" and e["name"] == "allreduce"
+        ]
+        got = [(a["count"], a["dtype"]) for a in reduces]
+        assert got == [(1000, "float32"), (1, "uint8"), (1000, "float32")], reduces
+        seqs.append([a["seq"] for a in reduces])
+    assert seqs[0] == seqs[1]

@@ -11,19 +11,29 @@ VPY="$VENV/bin/python"
 export PATH="$VENV/bin:$PATH"
 JOBS=$(nproc)
 
-echo "== C++ unit tests"
-cmake -S . -B build/cpp-tests -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DPYTFCOMM_BUILD_TESTS=ON -DPYTFCOMM_BUILD_PYTHON=OFF >/dev/null
-cmake --build build/cpp-tests -j "$JOBS" >/dev/null
-ctest --test-dir build/cpp-tests --output-on-failure -j "$JOBS" --timeout 300
-
-if [[ "${PYTFCOMM_SANITIZE:-1}" != "0" ]]; then
-  echo "== C++ unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-  cmake -S . -B build/cpp-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPYTFCOMM_SANITIZE=ON \
-    -DPYTFCOMM_BUILD_TESTS=ON -DPYTFCOMM_BUILD_PYTHON=OFF >/dev/null
-  cmake --build build/cpp-asan -j "$JOBS" >/dev/null
-  ctest --test-dir build/cpp-asan --output-on-failure -j "$JOBS" --timeout 600
-fi
+# The C++ test builds (plain, then AddressSanitizer + UBSan) run at the lowest
+# priority beside the stages below: the Python suite's multi-process tests
+# leave a core idle much of the time (deadlines, liveness waits, ranks waiting
+# for each other), and compiling needs no timing. Their tests run after it.
+SANITIZE=${PYTFCOMM_SANITIZE:-1}
+mkdir -p build
+CPP_LOG=$PWD/build/cpp-builds.log
+set -m  # the builds get a process group of their own: a failed stage below ends all of it
+nice -n 19 bash -c '
+  set -euo pipefail
+  cmake -S . -B build/cpp-tests -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DPYTFCOMM_BUILD_TESTS=ON -DPYTFCOMM_BUILD_PYTHON=OFF
+  cmake --build build/cpp-tests -j "$1"
+  if [[ "$2" != "0" ]]; then
+    cmake -S . -B build/cpp-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPYTFCOMM_SANITIZE=ON \
+      -DPYTFCOMM_BUILD_TESTS=ON -DPYTFCOMM_BUILD_PYTHON=OFF
+    cmake --build build/cpp-asan -j "$1"
+  fi
+' cpp-builds "$JOBS" "$SANITIZE" >"$CPP_LOG" 2>&1 &
+CPP_PID=$!
+set +m
+trap 'kill -- -"$CPP_PID" 2>/dev/null || true' EXIT
+echo "== C++ test builds started beside the stages below (log: build/cpp-builds.log)"
 
 FUZZ_SECONDS=${PYTFCOMM_FUZZ_SECONDS:-30}
 if [[ "$FUZZ_SECONDS" != "0" ]]; then
@@ -42,3 +52,16 @@ echo "== Python tests"
 # The pytest script (not python -m pytest) keeps the source tree off sys.path,
 # so the installed pytfcomm is what gets tested.
 "$VENV/bin/pytest" -p no:cacheprovider "$@"
+
+echo "== C++ test builds (waiting for them)"
+if ! wait "$CPP_PID"; then
+  tail -n 60 "$CPP_LOG" >&2
+  echo "!! the C++ test builds failed (whole log: build/cpp-builds.log)" >&2
+  exit 1
+fi
+echo "== C++ unit tests"
+ctest --test-dir build/cpp-tests --output-on-failure -j "$JOBS" --timeout 300
+if [[ "$SANITIZE" != "0" ]]; then
+  echo "== C++ unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+  ctest --test-dir build/cpp-asan --output-on-failure -j "$JOBS" --timeout 600
+fi

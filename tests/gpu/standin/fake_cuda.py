@@ -69,7 +69,6 @@ _PROTOS: dict[str, list[Any]] = {
     "cuEventDestroy_v2": [_c.c_void_p],
     "cuStreamWaitEvent": [_c.c_void_p, _c.c_void_p, _c.c_uint],
     "cuStreamCreate": [_c.POINTER(_c.c_void_p), _c.c_uint],
-    "cuStreamDestroy_v2": [_c.c_void_p],
 }
 CU_STREAM_NON_BLOCKING = 1
 
@@ -303,7 +302,7 @@ class Tensor:
 
     def _order_before(self, stream: int | None) -> None:
         """Make the consumer's ``stream`` wait for our work, which is on the device's
-        current stream (:func:`current_stream`), as PyTorch and CuPy do: nothing when
+        current stream (:func:`set_current_stream`), as PyTorch and CuPy do: nothing when
         ``stream`` is that stream (1: the legacy default one)."""
         if stream is None or stream == -1:
             return
@@ -368,12 +367,6 @@ def new_stream(device: int = 0) -> int:
 def set_current_stream(device: int, stream: int) -> None:
     """Make ``stream`` (0: the legacy default) the device's current stream."""
     _current[device] = int(stream)
-
-
-def current_stream(x: Tensor) -> int:
-    """The current stream of x's device as a pointer (0: the legacy default), like
-    ``torch.cuda.current_stream(x.device).cuda_stream``."""
-    return _current.get(x.device, 0)
 
 
 def copy_async(dst: Tensor, src: Tensor, stream: int) -> None:

@@ -48,10 +48,24 @@ fi
 echo "== lint (scripts/lint.sh, the same checks as the pre-commit hooks)"
 bash scripts/lint.sh
 
-echo "== Python tests"
+# Two pytest-xdist workers: like the C++ builds, a second worker fills the
+# time the suite's multi-process tests leave a core idle. Whole modules go to
+# a worker, and every module that needs the session's CUDA build and GPU
+# stand-ins goes to the same one (tests/_xdist_groups.py).
+# PYTFCOMM_TEST_WORKERS=1 runs the suite in one process.
+WORKERS=${PYTFCOMM_TEST_WORKERS:-2}
+if ! [[ "$WORKERS" =~ ^[1-9][0-9]*$ ]]; then
+  echo "!! PYTFCOMM_TEST_WORKERS=$WORKERS: give a whole number of workers, 1 or more" >&2
+  exit 2
+fi
+XDIST=()
+if [[ "$WORKERS" -gt 1 ]]; then
+  XDIST=(-n "$WORKERS" --dist loadfile)
+fi
+echo "== Python tests (${WORKERS} worker(s); PYTFCOMM_TEST_WORKERS=1 runs them in one process)"
 # The pytest script (not python -m pytest) keeps the source tree off sys.path,
 # so the installed pytfcomm is what gets tested.
-"$VENV/bin/pytest" -p no:cacheprovider "$@"
+"$VENV/bin/pytest" -p no:cacheprovider "${XDIST[@]}" "$@"
 
 echo "== C++ test builds (waiting for them)"
 if ! wait "$CPP_PID"; then

@@ -54,6 +54,18 @@ elif not (Path(CUDA_INC) / "cuda.h").is_file():  # type: ignore[arg-type]
     MISSING = f"no cuda.h next to nvcc ({CUDA_INC})"
 
 
+# The session builds (fixtures in tests/conftest.py) each fixture needs,
+# directly or through another fixture (gpu_env asks for its builds with
+# getfixturevalue, which pytest cannot see when it collects, so it is named here).
+BUILDS_OF: dict[str, set[str]] = {
+    "cuda_configure": {"cuda_build"},
+    "cuda_build": {"cuda_build"},
+    "cuda_package": {"cuda_build"},
+    "standin_libs": {"standin_libs"},
+    "gpu_env": {"cuda_build", "standin_libs"},
+}
+
+
 def _env() -> dict[str, str]:
     return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
 

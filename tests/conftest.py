@@ -14,6 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "workers"))
 
 import _gpu_builds
 
+pytest_plugins = ["_xdist_groups"]  # how the suite splits across xdist workers
+
 
 @pytest.fixture
 def ranks():
@@ -62,18 +64,6 @@ def standin_libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _gpu_builds.build_standin(tmp_path_factory.mktemp("standin-build"))
 
 
-# The session builds each fixture below needs, directly or through another
-# fixture (gpu_env asks for its builds with getfixturevalue, which pytest cannot
-# see when it collects, so it is named here).
-_BUILDS_OF = {
-    "cuda_configure": {"cuda_build"},
-    "cuda_build": {"cuda_build"},
-    "cuda_package": {"cuda_build"},
-    "standin_libs": {"standin_libs"},
-    "gpu_env": {"cuda_build", "standin_libs"},
-}
-
-
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The first test to need one of the session's builds also pays for building it:
@@ -82,7 +72,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         needs: set[str] = set()
         for name in getattr(item, "fixturenames", ()):
-            needs |= _BUILDS_OF.get(name, set())
+            needs |= _gpu_builds.BUILDS_OF.get(name, set())
         new = needs - seen
         if new:
             seen |= new

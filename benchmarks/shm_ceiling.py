@@ -239,8 +239,17 @@ def _rank(rank: int, nbytes: int, iters: int, modes: list[str], shared: mmap.mma
         conn.send(("error", f"rank {rank}: {type(exc).__name__}: {exc}"))
 
 
+# After one rank's error, how long the relay waits for the other's last word.
+ERROR_GRACE_S = 2.0
+
+
 def _relay(a, b, timeout_s: float) -> list[dict[str, list[float]]]:
-    """Forwards every message of each rank to the other until both are done; their times."""
+    """Forwards every message of each rank to the other until both are done; their times.
+
+    When a rank fails, the other's error (within ERROR_GRACE_S) is reported too,
+    in rank order: a rank that found a wrong element and exits makes its peer's
+    next read of its memory fail, and that second error may reach the relay first.
+    """
     finished: dict[int, Any] = {}
     deadline = time.monotonic() + timeout_s
     conns = [a, b]
@@ -251,10 +260,16 @@ def _relay(a, b, timeout_s: float) -> list[dict[str, list[float]]]:
             msg = c.recv()
             if isinstance(msg, tuple) and msg and msg[0] in ("done", "error"):
                 finished[i] = msg
-                if msg[0] == "error":
-                    raise RuntimeError(msg[1])
             else:
                 conns[1 - i].send(msg)
+        errors = [finished[i][1] for i in sorted(finished) if finished[i][0] == "error"]
+        if errors:
+            other = 1 - min(i for i in finished if finished[i][0] == "error")
+            if other not in finished and conns[other].poll(ERROR_GRACE_S):
+                msg = conns[other].recv()
+                if isinstance(msg, tuple) and msg and msg[0] == "error":
+                    errors = sorted([*errors, msg[1]])
+            raise RuntimeError("; ".join(errors))
         if time.monotonic() > deadline:
             raise TimeoutError(f"shm_ceiling: ranks still running after {timeout_s:.0f} s")
     return [finished[0][1], finished[1][1]]

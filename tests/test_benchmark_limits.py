@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,30 @@ def test_the_shared_memory_ceiling_catches_a_piece_read_before_it_is_reduced(
     # "private" mode the peer's input alone when the read lands between its copy and add.
     with pytest.raises(RuntimeError, match=r"(private|shared): rank \d element \d+ is "):
         shm_ceiling.measure(256 << 10, iters=1, modes=["private", "shared"], timeout_s=120)
+
+
+def test_the_shared_memory_ceiling_reports_both_ranks_errors_in_rank_order() -> None:
+    """A rank that finds a wrong element exits; its peer's next read of its memory then
+    fails, and that error can reach the parent first. Both are reported, in rank
+    order; a lone error is reported within the grace the relay gives the other rank."""
+    import multiprocessing as mp
+    import threading
+
+    from benchmarks import shm_ceiling
+
+    ranks = [mp.Pipe() for _ in range(2)]
+    ranks[1][1].send(("error", "rank 1: ProcessLookupError: process_vm_readv: No such process"))
+    late = ("error", "rank 0: AssertionError: private: rank 0 element 3 is nan")
+    threading.Timer(0.3, ranks[0][1].send, args=(late,)).start()
+    with pytest.raises(RuntimeError) as info:
+        shm_ceiling._relay(ranks[0][0], ranks[1][0], timeout_s=10)
+    assert str(info.value) == (
+        "rank 0: AssertionError: private: rank 0 element 3 is nan; "
+        "rank 1: ProcessLookupError: process_vm_readv: No such process"
+    )
+    alone = [mp.Pipe() for _ in range(2)]
+    alone[0][1].send(("error", "rank 0: ValueError: x"))
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"^rank 0: ValueError: x$"):
+        shm_ceiling._relay(alone[0][0], alone[1][0], timeout_s=10)
+    assert time.monotonic() - t0 < shm_ceiling.ERROR_GRACE_S + 5

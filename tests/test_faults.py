@@ -143,3 +143,27 @@ def test_shape_mismatch_is_an_error_on_every_rank() -> None:
     for r, res in enumerate(results):
         assert res["type"] == "MismatchError", (r, res)
         assert "shape digest" in res["message"], (r, res)
+
+
+@pytest.mark.parametrize("collective", ["barrier", "broadcast"])
+def test_what_a_peer_sent_before_its_last_words_still_counts(collective: str) -> None:
+    """Shared memory. Rank 2 sleeps in a collective (stopped, as a loaded machine
+    deschedules it) while ranks 0 and 1 finish it; rank 1 then leaves and rank 0
+    gives up on the next all-reduce. When rank 2 runs again, rank 0's record (and
+    broadcast data) and its abort note are all there. The collective every other
+    rank finished must finish on rank 2 too, with rank 0's data; the next one
+    raises (rank 1 is gone). Before, rank 2 read the note first and raised in the
+    finished collective (a CI failure of test_shm's exception test, 2026-11-30).
+    Over TCP the others cannot finish a round without the stopped rank (records
+    are forwarded in steps); there the record and the ABORT frame behind it in one
+    read is the same case: tests/cpp/test_abort.cc, LastWords."""
+    outcomes = run_ranks(
+        3, "fault_workers:finished_before_last_words", "shm", collective, timeout=90
+    )
+    assert outcomes[0]["stopped"], outcomes[0]
+    assert outcomes[0]["second"]["type"] == "PeerLostError", outcomes[0]
+    late = outcomes[2]
+    assert late["first"] == {"type": None, "ok": True}, late
+    assert late["second"]["type"] == "PeerLostError", late
+    # The error names the rank that left, whether heard from rank 0 or seen directly.
+    assert re.search(r"rank 1 \(127\.0\.0\.1[:,)]", late["second"]["message"]), late

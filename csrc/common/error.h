@@ -84,19 +84,28 @@ std::string str_cat(const Args&... args) {
   return os.str();
 }
 
-template <typename... Args>
-[[noreturn]] void throw_error(ErrorKind kind, const char* file, int line, const Args&... args) {
+// Throws an E (Error or a subclass a caller catches apart) of `kind`, its
+// message ending in [file:line].
+template <typename E, typename... Args>
+[[noreturn]] void throw_as(ErrorKind kind, const char* file, int line, const Args&... args) {
   const char* base = file;
   for (const char* p = file; *p; ++p) {
     if (*p == '/') base = p + 1;
   }
-  throw Error(kind, str_cat(args..., " [", base, ":", line, "]"));
+  throw E(kind, str_cat(args..., " [", base, ":", line, "]"));
+}
+
+template <typename... Args>
+[[noreturn]] void throw_error(ErrorKind kind, const char* file, int line, const Args&... args) {
+  throw_as<Error>(kind, file, line, args...);
 }
 
 }  // namespace pytfcomm
 
 #define PTC_THROW(kind, ...) \
   ::pytfcomm::throw_error(::pytfcomm::ErrorKind::kind, __FILE__, __LINE__, __VA_ARGS__)
+#define PTC_THROW_AS(type, kind, ...) \
+  ::pytfcomm::throw_as<type>(::pytfcomm::ErrorKind::kind, __FILE__, __LINE__, __VA_ARGS__)
 
 // Invariant check: a failure is a bug in pytfcomm, reported as kInternal.
 #define PTC_ENFORCE(cond, ...)                                                              \

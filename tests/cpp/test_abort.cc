@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "transport/host/pair.h"
+#include "transport/host/transport.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/stream.h"
 #include "transport/tcp/socket_stream.h"
@@ -209,6 +210,77 @@ TEST(AbortRelay, MalformedNoteIsIgnored) {
     ADD_FAILURE() << "a well-formed note must raise";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("a?b?c"), std::string::npos) << e.what();
+  }
+}
+
+// Two ranks' transports over one loopback connection, negotiating in frames.
+std::unique_ptr<host::HostTransport> tcp_transport(int rank, int fd) {
+  std::vector<net::PeerInfo> peers{{0, "127.0.0.1", 1, "a"}, {1, "127.0.0.1", 2, "b"}};
+  std::vector<host::PeerLink> links(2);
+  links[static_cast<size_t>(1 - rank)].stream = std::make_unique<tcp::SocketStream>(net::Fd(fd));
+  auto t = std::make_unique<host::HostTransport>(rank, peers, std::move(links), nullptr,
+                                                 shm::OneShotAreas{}, host::WaitPolicy{});
+  t->prepare_inbox(64);
+  t->configure_rounds(0, 1, 64);
+  t->set_deadline(deadline_after(10));
+  t->set_context("barrier #0");
+  return t;
+}
+
+void publish(host::HostTransport& t, uint64_t round) {
+  t.round_arm(round);
+  std::memset(t.round_outbox(), 'A' + t.rank(), 8);
+  t.round_publish(8);
+}
+
+// Rank 1 published its record and was descheduled; rank 0 finished the round
+// and then gave up (on a later collective), so its record and its ABORT frame
+// wait together in rank 1's socket. The round every other rank finished must
+// finish on rank 1 too, with rank 0's record; the next round raises rank 0's
+// reason. Before, the read that took the record took the ABORT frame behind
+// it, and rank 1 raised in the round it could finish.
+TEST(LastWords, TcpRoundFinishedBeforeThePeerGaveUpCompletes) {
+  auto [x, y] = tcp_socket_pair();
+  auto t0 = tcp_transport(0, x);
+  auto t1 = tcp_transport(1, y);
+  publish(*t1, 1);
+  publish(*t0, 1);
+  t0->wait_for([&] { return t0->round_complete(); }, TimePoint::max());
+  t0->abort(kReason, ErrorKind::kPeerLost);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // all of it in rank 1's kernel
+  t1->wait_for([&] { return t1->round_complete(); }, TimePoint::max());
+  size_t bytes = 0;
+  const char* rec = t1->round_record(0, &bytes);
+  ASSERT_EQ(bytes, 8u);
+  EXPECT_EQ(std::string(rec, 8), std::string(8, 'A'));
+  publish(*t1, 2);
+  try {
+    t1->wait_for([&] { return t1->round_complete(); }, TimePoint::max());
+    ADD_FAILURE() << "rank 0 gave up: the next round must raise";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPeerLost) << e.what();
+    EXPECT_NE(std::string(e.what()).find(kReason), std::string::npos) << e.what();
+  }
+}
+
+// The pair keeps a peer's last words once read: an ABORT frame is read only
+// once, yet every later look at the pair must raise its reason, not "lost".
+TEST(LastWords, APairRepeatsWordsItHeardOnce) {
+  TcpPairs p;
+  p.a->abort(kReason);
+  std::vector<char> got(100);
+  ErrorKind kind{};
+  std::string first = what_b_raises(*p.b, got, &kind);
+  EXPECT_NE(first.find(kReason), std::string::npos) << first;
+  for (int i = 0; i < 2; ++i) {
+    try {
+      p.b->check_alive("allreduce #4");
+      ADD_FAILURE() << "the words were heard: check_alive must raise them";
+    } catch (const host::PeerLastWords& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kPeerLost);
+      EXPECT_NE(std::string(e.what()).find(kReason), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("allreduce #4"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -140,3 +140,66 @@ def shape_mismatch(rank: int, size: int, addr: str) -> dict:
         except pytfcomm.CommError as exc:
             return {"type": type(exc).__name__, "message": str(exc)}
     return {"type": None}
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (state T in /proc/PID/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] in "Tt"
+
+
+def finished_before_last_words(
+    rank: int, size: int, addr: str, transport: str, collective: str
+) -> dict:
+    """3 ranks. Rank 2 is stopped inside ``collective``, which ranks 0 and 1 then
+    finish; rank 1 leaves, and rank 0 gives up on the next all-reduce (its last
+    words, an abort note or ABORT frame, reach rank 2 after what it sent for
+    ``collective``). Only then does rank 2 run again."""
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr, transport=transport, timeout=30)
+    ids = np.zeros(size, np.int64)
+    ids[rank] = os.getpid()
+    pids = comm.allreduce(ids)
+    sent = np.arange(1000, dtype=np.float32) * (rank + 1)
+
+    def first() -> np.ndarray | None:
+        if collective == "barrier":
+            comm.barrier()
+            return None
+        return comm.broadcast(sent, root=0)
+
+    def second() -> dict:
+        try:
+            comm.allreduce(np.ones(1000, np.float32), timeout=20)
+            return {"type": None}
+        except pytfcomm.CommError as exc:
+            return {"type": type(exc).__name__, "message": str(exc)}
+
+    out: dict = {}
+    if rank == 2:
+        try:
+            got = first()
+            out["first"] = {"type": None, "ok": got is None or bool(np.array_equal(got, sent / 3))}
+        except pytfcomm.CommError as exc:
+            out["first"] = {"type": type(exc).__name__, "message": str(exc)}
+        out["second"] = second()
+        comm.close()
+        return out
+    victim = int(pids[2])
+    time.sleep(0.5)  # rank 2 is asleep in `collective` by now
+    try:
+        if rank == 0:
+            os.kill(victim, signal.SIGSTOP)
+            deadline = time.monotonic() + 5
+            while not _stopped(victim) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            out["stopped"] = _stopped(victim)
+        first()
+        if rank == 1:
+            comm.close()  # leaves: rank 0's next collective loses it
+            return out
+        out["second"] = second()
+    finally:
+        if rank == 0:
+            os.kill(victim, signal.SIGCONT)
+    comm.close()
+    return out

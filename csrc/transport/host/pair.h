@@ -14,10 +14,23 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/error.h"
 #include "transport/stream.h"
 #include "transport/wire.h"
 
 namespace pytfcomm::host {
+
+// What a peer's last words (its abort note or ABORT frame) raise: an Error
+// of the kind the peer gave. A peer leaves them after everything it sent
+// before, but shared memory shows a note at once, beside data not read yet,
+// and one read of a socket can take a record and the ABORT frame behind it.
+// So the transport's waits tell this class apart: a wait that what had
+// arrived already satisfies still completes (HostTransport::wait_until),
+// and the pair keeps the words for the next wait that needs that peer.
+class PeerLastWords : public Error {
+ public:
+  using Error::Error;
+};
 
 class Pair {
  public:
@@ -61,8 +74,9 @@ class Pair {
   bool read_ahead(const std::string& context);
 
   // For a pair with no receive posted (sends may be): notice the peer's
-  // last words, an abort note or ABORT frame (throws kPeerLost, or kTimeout
-  // when it gave up at a deadline, with its reason), and read status frames.
+  // last words, an abort note or ABORT frame, or those heard before
+  // (throws PeerLastWords: kPeerLost, or kTimeout when it gave up at a
+  // deadline, with its reason), and read status frames.
   // A clean EOF is only remembered: a peer that finished its work may close
   // before we finish ours.
   void check_idle(const std::string& context);
@@ -193,6 +207,10 @@ class Pair {
   bool aborting_ = false;     // between begin_abort() and close()
   bool shut_ = false;         // write side shut after the ABORT frame
   std::string abort_reason_;  // the ABORT frame's payload while it is sent
+  // The peer's last words once heard (an ABORT frame is read only once).
+  bool spoke_ = false;
+  std::string last_words_;
+  uint32_t last_flags_ = 0;
   transport::StatusObserver* observer_ = nullptr;
   TimePoint last_heard_ = Clock::now();
 };

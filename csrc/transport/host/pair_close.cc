@@ -12,6 +12,7 @@
 
 namespace pytfcomm::host {
 void Pair::throw_last_words(const std::string& context) {
+  if (spoke_) throw_aborted(context, last_words_, last_flags_);
   std::string note;
   uint32_t flags = 0;
   if (features_.notes && features_.notes->peer_note(&note, &flags)) {
@@ -68,18 +69,22 @@ void Pair::throw_aborted(const std::string& context, std::string reason, uint32_
   }
   if (reason.empty()) reason = "(no reason given)";
   gone_ = true;
+  spoke_ = true;
+  last_words_ = reason;
+  last_flags_ = flags;
   // The class of the root cause, so that every rank raises the same one;
   // the message names this peer as the one that relayed it.
   uint32_t kind = (flags & wire::kAbortKindMask) >> wire::kAbortKindShift;
   if (kind == static_cast<uint32_t>(ErrorKind::kMismatch) + 1) {
-    PTC_THROW(kMismatch, name_, " gave up on a mismatch while this rank was in ", context, ": ",
-              reason);
+    PTC_THROW_AS(PeerLastWords, kMismatch, name_, " gave up on a mismatch while this rank was in ",
+                 context, ": ", reason);
   }
   if ((flags & wire::kAbortTimeout) || kind == static_cast<uint32_t>(ErrorKind::kTimeout) + 1) {
-    PTC_THROW(kTimeout, name_, " gave up at its deadline while this rank was in ", context, ": ",
-              reason);
+    PTC_THROW_AS(PeerLastWords, kTimeout, name_, " gave up at its deadline while this rank was in ",
+                 context, ": ", reason);
   }
-  PTC_THROW(kPeerLost, name_, " aborted while this rank was in ", context, ": ", reason);
+  PTC_THROW_AS(PeerLastWords, kPeerLost, name_, " aborted while this rank was in ", context, ": ",
+               reason);
 }
 
 void Pair::read_abort_and_throw(const std::string& context) {

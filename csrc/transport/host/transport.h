@@ -101,6 +101,11 @@ class HostTransport : public transport::Transport {
   void block_once(const std::function<bool()>& pred, TimePoint wake_by);
   template <typename Pred>
   void wait_until(Pred pred, TimePoint wake_by = TimePoint::max());
+  template <typename Pred>
+  void wait_loop(Pred& pred, TimePoint wake_by);
+  // After a peer's last words were raised: whether what had arrived before
+  // them satisfies `pred` (more progress, each throw of last words heard).
+  bool done_before_last_words(const std::function<bool()>& pred);
   // Liveness: heartbeats due, idle pairs read, silent peers (throws).
   void liveness_tick(TimePoint now);
   void check_silence(TimePoint now);

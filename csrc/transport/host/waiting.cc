@@ -184,6 +184,33 @@ void HostTransport::check_round_peers() {
 template <typename Pred>
 void HostTransport::wait_until(Pred pred, TimePoint wake_by) {
   if (aborted_) PTC_THROW(kClosed, "the transport was shut down after an earlier error");
+  try {
+    wait_loop(pred, wake_by);
+  } catch (const PeerLastWords&) {
+    // A peer that gave up after it finished this step (it went on to a
+    // later collective) left its last words behind what it sent for this
+    // one; shared memory shows them at once, and a socket read can take
+    // both. What it sent still counts: a wait it satisfies completes here
+    // as on every other rank, and the next wait that needs the peer hears
+    // the words again (the pair keeps them).
+    if (!done_before_last_words([&] { return pred(); })) throw;
+  }
+}
+
+bool HostTransport::done_before_last_words(const std::function<bool()>& pred) {
+  // Each pass can end in the words of another peer; at most one per peer.
+  for (int i = 0; i < size(); ++i) {
+    try {
+      progress_all();
+      return pred();
+    } catch (const PeerLastWords&) {
+    }
+  }
+  return false;
+}
+
+template <typename Pred>
+void HostTransport::wait_loop(Pred& pred, TimePoint wake_by) {
   progress_all();
   if (pred()) return;
   if (wait_.spin_us > 0) {
@@ -212,7 +239,11 @@ void HostTransport::wait(transport::Handle h) {
 
 bool HostTransport::test(transport::Handle h) {
   if (done(h)) return true;
-  progress_all();
+  try {
+    progress_all();
+  } catch (const PeerLastWords&) {
+    if (!done_before_last_words([&] { return done(h); })) throw;  // as in wait_until
+  }
   return done(h);
 }
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import proc_state
 import pytest
 
 from pytfcomm import _cluster
@@ -77,11 +78,7 @@ def started(
 
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie counts as gone); pids come from our workers only."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    return proc_state.state(pid) not in (None, "Z", "X")
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from proc_state import stopped
 
 import pytfcomm
 
@@ -142,12 +143,6 @@ def shape_mismatch(rank: int, size: int, addr: str) -> dict:
     return {"type": None}
 
 
-def _stopped(pid: int) -> bool:
-    """Whether process ``pid`` is stopped (state T in /proc/PID/stat)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rindex(")") + 2] in "Tt"
-
-
 def finished_before_last_words(
     rank: int, size: int, addr: str, transport: str, collective: str
 ) -> dict:
@@ -190,9 +185,9 @@ def finished_before_last_words(
         if rank == 0:
             os.kill(victim, signal.SIGSTOP)
             deadline = time.monotonic() + 5
-            while not _stopped(victim) and time.monotonic() < deadline:
+            while not stopped(victim) and time.monotonic() < deadline:
                 time.sleep(0.005)
-            out["stopped"] = _stopped(victim)
+            out["stopped"] = stopped(victim)
         first()
         if rank == 1:
             comm.close()  # leaves: rank 0's next collective loses it

@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from proc_state import stopped
+
 MAX_WAIT = 60.0
 
 
@@ -80,15 +82,6 @@ def fail_mode(out: Path, how: str, fail_rank: int, size: int) -> None:
     time.sleep(MAX_WAIT)
 
 
-def _stopped(pid: int) -> bool:
-    """Whether ``pid`` is stopped (state T in /proc/PID/stat)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
-
-
 def stop_mode(out: Path, code: int, fail_rank: int, stop_rank: int, own_group: bool) -> None:
     r = _rank()
     child = subprocess.Popen(["sleep", str(MAX_WAIT)])
@@ -105,7 +98,7 @@ def stop_mode(out: Path, code: int, fail_rank: int, stop_rank: int, own_group: b
             # Every rank has started (the test counts them all), and the one
             # meant to stop has.
             started = all((out / f"pid{i}").exists() for i in range(size))
-            if started and _stopped(int(stop_file.read_text().split()[0])):
+            if started and stopped(int(stop_file.read_text().split()[0])):
                 _write(out / "failed_at", repr(time.time()))  # when the stop began
                 sys.exit(code)
             time.sleep(0.05)

@@ -273,7 +273,7 @@ bool Pair::progress_recv(const std::string& context) {
 
 void Pair::check_idle(const std::string& context) {
   if (closed_) return;
-  if (spoke_) throw_aborted(context, last_words_, last_flags_);
+  if (spoke()) throw_aborted(context, last_words_, last_flags_);
   std::string note;
   uint32_t flags = 0;
   if (features_.notes && features_.notes->peer_note(&note, &flags)) {

@@ -170,6 +170,7 @@ class Pair {
   // True once the stream knows the peer is gone (streams that learn it
   // beside the data; the others say so by EOF).
   bool peer_gone() const { return features_.polled && features_.polled->peer_gone(); }
+  bool spoke() const { return !last_words_.empty(); }
 
   int peer_;
   std::unique_ptr<transport::ByteStream> stream_;
@@ -207,8 +208,8 @@ class Pair {
   bool aborting_ = false;     // between begin_abort() and close()
   bool shut_ = false;         // write side shut after the ABORT frame
   std::string abort_reason_;  // the ABORT frame's payload while it is sent
-  // The peer's last words once heard (an ABORT frame is read only once).
-  bool spoke_ = false;
+  // The peer's last words once heard (an ABORT frame is read only once);
+  // never empty then (throw_aborted() gives an empty reason a text).
   std::string last_words_;
   uint32_t last_flags_ = 0;
   transport::StatusObserver* observer_ = nullptr;

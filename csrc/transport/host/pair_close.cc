@@ -12,7 +12,7 @@
 
 namespace pytfcomm::host {
 void Pair::throw_last_words(const std::string& context) {
-  if (spoke_) throw_aborted(context, last_words_, last_flags_);
+  if (spoke()) throw_aborted(context, last_words_, last_flags_);
   std::string note;
   uint32_t flags = 0;
   if (features_.notes && features_.notes->peer_note(&note, &flags)) {
@@ -69,7 +69,6 @@ void Pair::throw_aborted(const std::string& context, std::string reason, uint32_
   }
   if (reason.empty()) reason = "(no reason given)";
   gone_ = true;
-  spoke_ = true;
   last_words_ = reason;
   last_flags_ = flags;
   // The class of the root cause, so that every rank raises the same one;

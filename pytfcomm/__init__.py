@@ -41,6 +41,8 @@ _TF_NAMES = frozenset(
         "allreduce",
         "broadcast",
         "allgather",
+        "reduce_scatter",
+        "alltoall",
         "keras",
         "set_default_communicator",
         "pin_gpu",

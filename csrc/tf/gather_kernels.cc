@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "common/digest.h"
 #include "local/local_pool.h"
 #include "local/local_reduce.h"
 #include "tf/comm_kernels.h"
@@ -81,7 +80,7 @@ struct AllGatherFunctor<CPUDevice> {
     reqs.push_back(comm->make_request(
         algorithms::CollectiveKind::kAllgather, mine->tensor_data().data(),
         const_cast<char*>(table->tensor_data().data()), 1, DType::kInt64, ReduceOp::kSum,
-        Algorithm::kAuto, 0, a.core_timeout(), RowTag(t0.dtype(), row)));
+        Algorithm::kAuto, 0, a.core_timeout(), ShapeTag(t0.dtype(), row)));
     const uint64_t stream = InstanceStream(ctx, a.instance_key);
     const std::string label = OpLabel("allgather", ctx);
     auto gather = [&a, ctx, done, comm, local, table, row, stream, label, dt]() {
@@ -90,15 +89,6 @@ struct AllGatherFunctor<CPUDevice> {
     };
     SubmitCrossWorker(ctx, std::move(gather), "cross-worker all-gather (size exchange)", *comm,
                       stream, label, std::move(reqs), [mine, table] {});
-  }
-
-  // A digest of the dtype and the shape of one row, never 0 (0: no shape).
-  static uint32_t RowTag(tensorflow::DataType dtype, const TensorShape& row) {
-    FieldDigest<uint64_t> d;
-    d.mix(static_cast<uint64_t>(dtype)).mix(static_cast<uint64_t>(row.dims()));
-    for (int i = 0; i < row.dims(); ++i) d.mix(static_cast<uint64_t>(row.dim_size(i)));
-    const uint64_t h = d.value();
-    return static_cast<uint32_t>(h ^ (h >> 32)) | 1u;
   }
 
   // Stage 2, on the engine's thread once every process's row count is

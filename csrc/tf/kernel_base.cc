@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/digest.h"
+
 #include "tf/output_buffer.h"
 
 namespace pytfcomm {
@@ -66,6 +68,14 @@ absl::Status CheckAllGather(OpKernelContext* ctx, const OpAttrs& a, AllGatherArg
     args->rows += t.dim_size(0);
   }
   return absl::OkStatus();
+}
+
+uint32_t ShapeTag(tensorflow::DataType dtype, const TensorShape& shape) {
+  FieldDigest<uint64_t> d;
+  d.mix(static_cast<uint64_t>(dtype)).mix(static_cast<uint64_t>(shape.dims()));
+  for (int i = 0; i < shape.dims(); ++i) d.mix(static_cast<uint64_t>(shape.dim_size(i)));
+  const uint64_t h = d.value();
+  return static_cast<uint32_t>(h ^ (h >> 32)) | 1u;
 }
 
 absl::Status AllocateSharedOutput(OpKernelContext* ctx, const OpAttrs& a, SharedOutput where,

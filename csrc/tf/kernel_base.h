@@ -61,6 +61,11 @@ struct AllGatherArgs {
 };
 absl::Status CheckAllGather(OpKernelContext* ctx, const OpAttrs& a, AllGatherArgs* args);
 
+// A digest of a dtype and a shape (of one row, or of a whole tensor) for a
+// request's shape_tag, never 0 (0: no shape): ranks whose tags differ get a
+// mismatch on every rank instead of moving unrelated bytes.
+uint32_t ShapeTag(tensorflow::DataType dtype, const TensorShape& shape);
+
 // Where the tensor every replica gets as its output lives.
 enum class SharedOutput {
   kCachedHost,  // the cached host buffers of output_buffer.h (CPU kernels)

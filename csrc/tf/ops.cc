@@ -111,3 +111,49 @@ REGISTER_PYTFCOMM_OP("PytfcommAllGather")
 Concatenation along dimension 0 of every replica's input (replica order, then
 process rank order when comm_handle is set), on every one of num_devices outputs.
 )doc");
+
+// Dimension 0 unknown (it depends on the job's size and this process's rank),
+// the rest of the input's shape.
+namespace {
+absl::Status RowsOfInput(InferenceContext* c) {
+  ::tensorflow::shape_inference::ShapeHandle rest, out;
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &rest));
+  TF_RETURN_IF_ERROR(c->Subshape(c->input(0), 1, &rest));
+  TF_RETURN_IF_ERROR(c->Concatenate(c->Vector(c->UnknownDim()), rest, &out));
+  c->set_output(0, out);
+  return absl::OkStatus();
+}
+}  // namespace
+
+REGISTER_PYTFCOMM_OP("PytfcommReduceScatter")
+    .Input("input: T")
+    .Output("output: T")
+    .Attr(TypeAttr(false))
+    .Attr(CodeAttr("reduce_op", ReduceOp::kSum))
+    .SetShapeFn(RowsOfInput)
+    .Doc(R"doc(
+The reduction over the processes of a pytfcomm Communicator of every
+process's input (the same shape on each), split along dimension 0: of R rows
+on N processes, rank r gets R / N rows, the first R % N ranks one more, in
+rank order (Horovod's split). One process's tensor per op (num_devices = 1).
+)doc");
+
+REGISTER_PYTFCOMM_OP("PytfcommAlltoall")
+    .Input("input: T")
+    .Input("splits: int64")
+    .Output("output: T")
+    .Output("received_splits: int64")
+    .Attr(TypeAttr(false))
+    .SetShapeFn([](InferenceContext* c) {
+      TF_RETURN_IF_ERROR(RowsOfInput(c));
+      ::tensorflow::shape_inference::ShapeHandle splits;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &splits));
+      c->set_output(1, splits);
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+All-to-all along dimension 0 across the processes of a pytfcomm communicator,
+whose rank i gets splits[i] rows of the input (in order). The output is what
+every rank sent this one, in rank order; received_splits[i] the rows that
+came from rank i. Dimensions after the first must agree on every rank.
+)doc");

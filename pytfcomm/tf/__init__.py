@@ -1,7 +1,7 @@
 """TensorFlow integration of pytfcomm.
 
-* :func:`allreduce`, :func:`broadcast`, :func:`allgather`: collectives as TF
-  ops, with gradients, eager and in ``tf.function``;
+* :func:`allreduce`, :func:`broadcast`, :func:`allgather`, :func:`reduce_scatter`,
+  :func:`alltoall`: collectives as TF ops, with gradients, eager and in ``tf.function``;
 * :class:`RingAllReduce`, :class:`HierarchicalAllReduce`:
   ``tf.distribute.CrossDeviceOps`` for ``MirroredStrategy``;
 * :func:`average_gradients`: the classic multi-tower averager;
@@ -39,6 +39,7 @@ from .distributed import (
     broadcast_variables,
 )
 from .placement import pin_gpu
+from .scatter import alltoall, reduce_scatter, reduce_scatter_rows
 from .strategy import MultiWorkerMirroredStrategy
 from .towers import average_gradients
 
@@ -56,6 +57,7 @@ __all__ = [
     "allreduce",
     "allreduce_gradients",
     "allreduce_replicas",
+    "alltoall",
     "average_gradients",
     "broadcast",
     "broadcast_variables",
@@ -64,5 +66,7 @@ __all__ = [
     "keras",
     "library_path",
     "pin_gpu",
+    "reduce_scatter",
+    "reduce_scatter_rows",
     "set_default_communicator",
 ]

@@ -123,7 +123,13 @@ class _KeyedOps:
     built through here gets one, so no call site can forget it.
     """
 
-    _KEYED = ("pytfcomm_all_reduce", "pytfcomm_broadcast", "pytfcomm_all_gather")
+    _KEYED = (
+        "pytfcomm_all_reduce",
+        "pytfcomm_broadcast",
+        "pytfcomm_all_gather",
+        "pytfcomm_reduce_scatter",
+        "pytfcomm_alltoall",
+    )
 
     def __init__(self, module: ModuleType) -> None:
         self._module = module

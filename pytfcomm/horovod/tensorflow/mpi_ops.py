@@ -9,10 +9,8 @@ Every function here is a TF op sequence usable eagerly and inside
 * ``reducescatter``: the all-gather of the incoming gradient (times ``size()`` for Sum);
 * ``alltoall``: the all-to-all of the incoming gradient with the received splits.
 
-Where pytfcomm's core has no matching collective yet the op is composed of
-existing ones, at extra cost (said in each docstring): ``reducescatter`` is an
-all-reduce then a slice; ``alltoall`` all-gathers every rank's data and splits,
-then keeps what was sent to this rank.
+``reducescatter`` and ``alltoall`` run pytfcomm's own TF ops of those
+collectives (:mod:`pytfcomm.tf.scatter`).
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ from typing import Any
 import tensorflow as tf
 
 from ...tf import collectives as _coll
+from ...tf import scatter as _scatter
 from .. import _basics
 from .._basics import (
     Adasum,
@@ -306,15 +305,6 @@ def reducescatter_parts(rows: int, n: int) -> list[int]:
     return [rows // n + (1 if r < rows % n else 0) for r in range(n)]
 
 
-def _my_rows(x: tf.Tensor, comm: Any) -> tuple[tf.Tensor, tf.Tensor]:
-    rows = tf.shape(x)[0]
-    n, r = comm.size, comm.rank
-    base, extra = rows // n, rows % n
-    start = r * base + tf.minimum(r, extra)
-    count = base + tf.cast(r < extra, tf.int32)
-    return start, count
-
-
 def _grouped_reducescatter(
     tensors: Sequence[Any],
     name: str | None = None,
@@ -324,11 +314,8 @@ def _grouped_reducescatter(
     prescale_factor: float = 1.0,
     postscale_factor: float = 1.0,
 ) -> list[tf.Tensor]:
-    """Reduce-scatter composed of one fused all-reduce and a slice per tensor.
-
-    Costs a full all-reduce (about twice the bytes of a true reduce-scatter);
-    pytfcomm's core reduce-scatter is not exposed as a TF op yet.
-    """
+    """Reduce-scatter of every tensor: one pytfcomm reduce-scatter op each (the core's,
+    moving about half the bytes of an all-reduce); gradient: the all-gather."""
     if op not in (Sum, Average):
         raise NotImplementedError(
             "hvd.reducescatter supports op=hvd.Average and op=hvd.Sum only (as Horovod)"
@@ -338,21 +325,17 @@ def _grouped_reducescatter(
     for x in xs:
         if x.shape.rank == 0:
             raise ValueError("reducescatter needs tensors with at least one dimension")
+    op_name = reduce_op_name(op)
 
     @tf.custom_gradient
     def rs(*inputs: tf.Tensor) -> Any:
-        with tf.name_scope(name or "HorovodReducescatter"):
-            full = _grouped_allreduce(
-                list(inputs),
-                op=op,
-                prescale_factor=prescale_factor,
-                postscale_factor=postscale_factor,
-                process_set=process_set,
-            )
         ys = []
-        for f in full:
-            start, count = _my_rows(f, comm)
-            ys.append(f[start : start + count])
+        scaled = _widened([_scale(x, prescale_factor) for x in inputs])
+        with tf.name_scope(name or "HorovodReducescatter"):
+            for x, w in zip(inputs, scaled, strict=True):
+                y = _scatter.reduce_scatter(w, op_name, communicator=comm)
+                y = tf.cast(y, x.dtype) if y.dtype != x.dtype else y
+                ys.append(_scale(y, postscale_factor))
 
         def grad(*dys: Any) -> list[tf.Tensor]:
             out = []
@@ -390,17 +373,11 @@ def _reducescatter(
 
 # -- all-to-all ---------------------------------------------------------------------------
 def _alltoall_raw(x: tf.Tensor, splits: tf.Tensor, comm: Any) -> tuple[tf.Tensor, tf.Tensor]:
-    n, me = comm.size, comm.rank
-    splits64 = tf.cast(tf.reshape(splits, [n]), tf.int64)
-    matrix = tf.reshape(_coll.allgather(splits64, communicator=comm), [n, n])  # [sender, dest]
-    data = _moved(_coll.allgather, x, communicator=comm)  # every sender's rows, in rank order
-    sent = tf.reduce_sum(matrix, axis=1)
-    sender_start = tf.cumsum(sent, exclusive=True)
-    offset_in_sender = tf.cumsum(matrix, axis=1, exclusive=True)[:, me]
-    starts = sender_start + offset_in_sender
-    counts = matrix[:, me]
-    idx = tf.ragged.range(starts, starts + counts).flat_values
-    return tf.gather(data, idx), tf.cast(counts, tf.int32)
+    wire = _SAME_WIDTH.get(x.dtype)  # sent bit for bit, as _moved does
+    y, received = _scatter.alltoall(
+        x if wire is None else tf.bitcast(x, wire), splits, communicator=comm
+    )
+    return (y if wire is None else tf.bitcast(y, x.dtype)), tf.cast(received, tf.int32)
 
 
 def alltoall(
@@ -414,9 +391,8 @@ def alltoall(
 
     Without ``splits`` dimension 0 is split equally (it must divide by
     ``size()``) and only the received tensor is returned; with ``splits`` the
-    result is ``(received, received_splits)``, as Horovod. Composed of
-    pytfcomm's all-gather: every rank receives every rank's whole tensor and
-    keeps its part, so it moves ``size()`` times the bytes of a true all-to-all.
+    result is ``(received, received_splits)``, as Horovod. One pytfcomm
+    all-to-all op (:func:`pytfcomm.tf.alltoall`): each row travels once.
     Gradient: the all-to-all of the incoming gradient back with the received splits.
     """
     comm = _comm(process_set)

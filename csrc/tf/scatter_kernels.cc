@@ -1,0 +1,263 @@
+// PytfcommReduceScatter and PytfcommAlltoall on CPU: one process's tensor per
+// op (num_devices = 1, the Horovod-style path), straight onto the core's
+// reduce_scatter and alltoallv, so neither moves more bytes than the
+// collective needs. Without other processes each returns its input.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "local/local_reduce.h"
+#include "tf/cross_worker.h"
+#include "tf/kernel_base.h"
+#include "tf/output_buffer.h"
+
+namespace pytfcomm {
+namespace tf {
+namespace {
+
+absl::Status OneReplica(const OpAttrs& a, const char* what) {
+  if (a.num_devices == 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(std::string("pytfcomm ") + what +
+                                    " takes one tensor per op (num_devices = 1), got " +
+                                    std::to_string(a.num_devices));
+}
+
+// The elements of one row of `shape` (its dimensions after the first).
+int64_t RowElements(const TensorShape& shape) {
+  int64_t n = 1;
+  for (int i = 1; i < shape.dims(); ++i) n *= shape.dim_size(i);
+  return n;
+}
+
+// Reduce-scatter along dimension 0 with Horovod's split: of R rows on N
+// ranks, rank r gets R / N rows, the first R % N ranks one more, in rank
+// order. Equal parts go straight through the core's reduce-scatter; unequal
+// ones are padded to equal blocks, and this rank's output is the first rows
+// of its block (no copy).
+class ReduceScatterOp : public CommKernel {
+ public:
+  explicit ReduceScatterOp(OpKernelConstruction* c) : CommKernel(c) {
+    OP_REQUIRES_OK(c, OneReplica(a_, "reduce-scatter"));
+  }
+
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    const Tensor& in = ctx->input(0);
+    DType dt;
+    OP_REQUIRES_OK_ASYNC(ctx, CoreDType(in, "reduce-scatter", &dt, a_.op), done);
+    OP_REQUIRES_ASYNC(
+        ctx, in.dims() >= 1,
+        absl::InvalidArgumentError("pytfcomm reduce-scatter needs a tensor of rank >= 1"), done);
+    std::shared_ptr<Communicator> comm;
+    OP_REQUIRES_OK_ASYNC(ctx, OpComm(a_, &comm), done);
+    if (!comm || comm->size() == 1) {  // the whole sum (or mean, min, ...) of one
+      ctx->set_output(0, in);
+      return done();
+    }
+    const int64_t n = comm->size(), r = comm->rank();
+    const int64_t rows = in.dim_size(0), row_elems = RowElements(in.shape());
+    const int64_t base = rows / n, extra = rows % n;
+    const int64_t block = base + (extra ? 1 : 0);  // rows of every rank's padded block
+    const int64_t mine = base + (r < extra ? 1 : 0);
+    TensorShape block_shape = in.shape();
+    block_shape.set_dim(0, block);
+    Tensor out;
+    OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, in.dtype(), block_shape, &out), done);
+    const char* src = in.tensor_data().data();
+    Tensor padded;  // unequal parts: rank k's rows at block k, zeros after them
+    if (extra) {
+      TensorShape padded_shape = in.shape();
+      padded_shape.set_dim(0, block * n);
+      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_temp(in.dtype(), padded_shape, &padded), done);
+      const size_t row_bytes =
+          static_cast<size_t>(row_elems) * tensorflow::DataTypeSize(in.dtype());
+      char* dst = const_cast<char*>(padded.tensor_data().data());
+      for (int64_t k = 0, first = 0; k < n; ++k) {
+        const int64_t count = base + (k < extra ? 1 : 0);
+        char* at = dst + static_cast<size_t>(k * block) * row_bytes;
+        std::memcpy(at, src + static_cast<size_t>(first) * row_bytes,
+                    static_cast<size_t>(count) * row_bytes);
+        std::memset(at + static_cast<size_t>(count) * row_bytes, 0,
+                    static_cast<size_t>(block - count) * row_bytes);
+        first += count;
+      }
+      src = padded.tensor_data().data();
+    }
+    std::vector<std::unique_ptr<Request>> reqs;
+    reqs.push_back(comm->make_request(
+        algorithms::CollectiveKind::kReduceScatter, src,
+        const_cast<char*>(out.tensor_data().data()), static_cast<size_t>(block * n * row_elems), dt,
+        a_.op, Algorithm::kAuto, 0, a_.core_timeout(), ShapeTag(in.dtype(), in.shape())));
+    SubmitCrossWorker(ctx, std::move(done), "cross-worker reduce-scatter", *comm,
+                      InstanceStream(ctx, a_.instance_key), OpLabel("reducescatter", ctx),
+                      std::move(reqs), [ctx, comm, padded, out, mine] {
+                        ctx->set_output(0, out.Slice(0, mine));
+                        count(CounterKind::kCrossWorkerOps);
+                      });
+  }
+};
+
+// All-to-all along dimension 0: splits[i] rows (in order) go to rank i;
+// output 0 is what every rank sent this one, in rank order, output 1 how
+// many rows came from each. One exchange of the counts, then the pairwise
+// exchange of the rows (the core's alltoallv); the output is allocated once
+// the counts are known.
+class AlltoallOp : public CommKernel {
+ public:
+  explicit AlltoallOp(OpKernelConstruction* c) : CommKernel(c) {
+    OP_REQUIRES_OK(c, OneReplica(a_, "all-to-all"));
+  }
+
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    const Tensor& in = ctx->input(0);
+    const Tensor& splits = ctx->input(1);
+    DType dt;
+    OP_REQUIRES_OK_ASYNC(ctx, CoreDType(in, "all-to-all", &dt), done);
+    OP_REQUIRES_ASYNC(ctx, in.dims() >= 1,
+                      absl::InvalidArgumentError("pytfcomm all-to-all needs a tensor of rank >= 1"),
+                      done);
+    std::shared_ptr<Communicator> comm;
+    OP_REQUIRES_OK_ASYNC(ctx, OpComm(a_, &comm), done);
+    const int64_t n = comm ? comm->size() : 1;
+    const absl::Status valid = CheckSplits(splits, n, in.dim_size(0));
+    if (n == 1) {
+      OP_REQUIRES_OK_ASYNC(ctx, valid, done);
+      ctx->set_output(0, in);
+      ctx->set_output(1, splits);
+      return done();
+    }
+    Tensor* received = nullptr;
+    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(1, TensorShape({n}), &received), done);
+    auto st = std::make_shared<State>();
+    st->row = in.shape();
+    st->row.RemoveDim(0);
+    st->row_elems = RowElements(in.shape());
+    st->dtype = in.dtype();
+    st->received = *received;
+    st->recv.assign(static_cast<size_t>(n), 0);
+    // Rows of no width carry no elements: the counts themselves travel instead.
+    const bool counts_only = st->row_elems == 0;
+    uint32_t tag = ShapeTag(in.dtype(), st->row);
+    if (!valid.ok()) {
+      // Bad splits are this rank's error, but its peers must not wait for it
+      // until their timeout: it still takes part, sending nothing, under a
+      // tag no valid call has, so that every rank fails at once (peers with a
+      // mismatch, this rank with the reason).
+      ctx->SetStatus(valid);
+      st->failed = true;
+      st->send.assign(static_cast<size_t>(n), 0);
+      tag = ShapeTag(tensorflow::DT_INVALID, st->row);
+    } else if (counts_only) {
+      st->send.assign(static_cast<size_t>(n), 1);
+    } else {
+      auto split = splits.flat<int64_t>();
+      for (int64_t i = 0; i < n; ++i) {
+        st->send.push_back(static_cast<uint64_t>(split(i) * st->row_elems));
+      }
+    }
+    uint64_t elements = 0;
+    for (uint64_t e : st->send) elements += e;
+    std::unique_ptr<Request> req =
+        comm->make_request(algorithms::CollectiveKind::kAlltoallv,
+                           counts_only ? splits.tensor_data().data() : in.tensor_data().data(),
+                           nullptr, static_cast<size_t>(elements), counts_only ? DType::kInt64 : dt,
+                           ReduceOp::kSum, Algorithm::kAuto, 0, a_.core_timeout(), tag);
+    req->send_counts = st->send.data();
+    req->recv_counts = st->recv.data();
+    req->alloc_out = [ctx, st, counts_only](uint64_t total) -> void* {
+      // Called once on the engine's thread, with the number of elements coming.
+      if (counts_only) {
+        st->status = ctx->allocate_temp(tensorflow::DT_INT64,
+                                        TensorShape({static_cast<int64_t>(total)}), &st->counts);
+        return st->status.ok() ? const_cast<char*>(st->counts.tensor_data().data()) : nullptr;
+      }
+      if (total % static_cast<uint64_t>(st->row_elems) != 0) {  // the tags agreed: not reached
+        st->status =
+            absl::InternalError("pytfcomm all-to-all: received " + std::to_string(total) +
+                                " elements, not whole rows of " + std::to_string(st->row_elems));
+        return nullptr;
+      }
+      TensorShape shape = st->row;
+      shape.InsertDim(0, static_cast<int64_t>(total) / st->row_elems);
+      st->status = AllocateOutputBuffer(ctx, st->dtype, shape, &st->out);
+      return st->status.ok() ? const_cast<char*>(st->out.tensor_data().data()) : nullptr;
+    };
+    std::vector<std::unique_ptr<Request>> reqs;
+    reqs.push_back(std::move(req));
+    auto after = [ctx, comm, st, counts_only, in, splits] {
+      if (st->failed) return;  // the status says why
+      if (!st->status.ok()) return ctx->SetStatus(st->status);
+      auto got = st->received.flat<int64_t>();
+      int64_t rows = 0;
+      for (size_t i = 0; i < st->recv.size(); ++i) {
+        got(static_cast<int64_t>(i)) = counts_only
+                                           ? st->counts.flat<int64_t>()(static_cast<int64_t>(i))
+                                           : static_cast<int64_t>(st->recv[i]) / st->row_elems;
+        rows += got(static_cast<int64_t>(i));
+      }
+      if (counts_only) {
+        TensorShape shape = st->row;
+        shape.InsertDim(0, rows);
+        Tensor* out = nullptr;
+        absl::Status s = ctx->allocate_output(0, shape, &out);
+        if (!s.ok()) return ctx->SetStatus(s);
+      } else {
+        ctx->set_output(0, st->out);
+      }
+      count(CounterKind::kCrossWorkerOps);
+    };
+    SubmitCrossWorker(ctx, std::move(done), "cross-worker all-to-all", *comm,
+                      InstanceStream(ctx, a_.instance_key),
+                      OpLabel(valid.ok() ? "alltoall" : "alltoall (bad splits)", ctx),
+                      std::move(reqs), std::move(after));
+  }
+
+ private:
+  // What the engine's thread fills in for the kernel.
+  struct State {
+    TensorShape row;
+    int64_t row_elems = 0;
+    tensorflow::DataType dtype = tensorflow::DT_FLOAT;
+    std::vector<uint64_t> send, recv;  // elements to and from each rank
+    Tensor out, counts, received;
+    absl::Status status;  // of the output's allocation
+    bool failed = false;  // bad splits (the op's status is set)
+  };
+
+  // A vector of `n` counts, none negative, adding up to `rows`.
+  static absl::Status CheckSplits(const Tensor& splits, int64_t n, int64_t rows) {
+    if (splits.dims() != 1 || splits.dim_size(0) != n) {
+      return absl::InvalidArgumentError("pytfcomm all-to-all: splits must be a vector of " +
+                                        std::to_string(n) + " counts (one per rank), got shape " +
+                                        splits.shape().DebugString());
+    }
+    auto s = splits.flat<int64_t>();
+    int64_t sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (s(i) < 0 || s(i) > rows - sum) {
+        return absl::InvalidArgumentError(
+            "pytfcomm all-to-all: splits must be non-negative and add up to dimension 0 (" +
+            std::to_string(rows) + "); split " + std::to_string(i) + " is " + std::to_string(s(i)) +
+            " after " + std::to_string(sum) + " rows");
+      }
+      sum += s(i);
+    }
+    if (sum != rows) {
+      return absl::InvalidArgumentError("pytfcomm all-to-all: splits add up to " +
+                                        std::to_string(sum) + ", dimension 0 is " +
+                                        std::to_string(rows));
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("PytfcommReduceScatter").Device(tensorflow::DEVICE_CPU),
+                        ReduceScatterOp);
+REGISTER_KERNEL_BUILDER(Name("PytfcommAlltoall").Device(tensorflow::DEVICE_CPU), AlltoallOp);
+
+}  // namespace tf
+}  // namespace pytfcomm

@@ -1,0 +1,167 @@
+"""``reduce_scatter`` and ``alltoall`` as TensorFlow ops, with gradients.
+
+One tensor per process (the Horovod-style path: one process per device),
+eager and inside ``tf.function``. Each op runs the core's collective of the
+same name, so it moves only the bytes the collective needs: a reduce-scatter
+about half those of an all-reduce, an all-to-all each row once.
+
+Both split along dimension 0. ``reduce_scatter`` gives rank r of N its share
+of the R rows by Horovod's rule: R // N rows, the first R % N ranks one more,
+in rank order. Every rank must pass the same shape and dtype (else
+``tf.errors.FailedPreconditionError`` on every rank); an ``alltoall``'s ranks
+must agree on the dtype and the dimensions after the first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from ..errors import InvalidArgumentError
+from . import _ops
+from ._ordering import ordered
+from .collectives import _HANDLE_COMMS, _dense, _op_device, _op_name, _timeout, check_dtype
+from .collectives import allgather as _allgather
+from .collectives import comm_handle as _comm_handle
+
+__all__ = ["alltoall", "reduce_scatter", "reduce_scatter_rows"]
+
+
+def reduce_scatter_rows(rows: int, size: int) -> list[int]:
+    """The rows each rank gets of a first dimension ``rows`` split over ``size`` ranks
+    (Horovod's rule: ``rows // size`` each, the first ``rows % size`` ranks one more)."""
+    return [rows // size + (1 if r < rows % size else 0) for r in range(size)]
+
+
+def _one_tensor(tensor: Any, what: str) -> tf.Tensor:
+    t = tf.convert_to_tensor(tensor)
+    check_dtype(t.dtype)
+    if t.shape.rank == 0:
+        raise InvalidArgumentError(f"{what} needs a tensor with at least one dimension")
+    return t
+
+
+def reduce_scatter(
+    tensor: Any,
+    op: str = "sum",
+    *,
+    communicator: Any = None,
+    timeout: float | None = None,
+    name: str | None = None,
+) -> tf.Tensor:
+    """This rank's rows of the reduction (``op``: sum, mean, min, max or prod) over
+    every process's ``tensor``.
+
+    Without a communicator of more than one process the result is ``tensor``.
+    Gradient (sum and mean): the all-gather of the incoming gradients, divided by
+    the number of processes for mean.
+    """
+    with tf.name_scope(name or "pytfcomm_reduce_scatter"):
+        t = _one_tensor(tensor, "reduce_scatter")
+        reduce_op = _op_name(op)
+        if reduce_op == "mean" and t.dtype == tf.bool:
+            raise InvalidArgumentError("op 'mean' is not defined for bool")
+        handle = _comm_handle(communicator)
+        with tf.device(t.device or ""):
+            return ordered(
+                handle,
+                lambda: [
+                    _ops.ops().pytfcomm_reduce_scatter(
+                        t,
+                        num_devices=1,
+                        reduce_op=reduce_op,
+                        comm_handle=handle,
+                        timeout_seconds=_timeout(timeout),
+                    )
+                ],
+            )[0]
+
+
+def alltoall(
+    tensor: Any,
+    splits: Any = None,
+    *,
+    communicator: Any = None,
+    timeout: float | None = None,
+    name: str | None = None,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Send ``splits[i]`` rows of ``tensor`` (in order) to rank i; return what every
+    rank sent this one (in rank order) and how many rows came from each (int64).
+
+    Without ``splits`` dimension 0 is split equally (it must divide by the number
+    of processes). The splits must be non-negative and add up to dimension 0
+    (``tf.errors.InvalidArgumentError`` otherwise, on the rank that passed them:
+    the others then wait for it until the collective's timeout, or until it
+    issues its next all-to-all). Gradient: the all-to-all of the incoming
+    gradient back, with the received splits.
+    """
+    with tf.name_scope(name or "pytfcomm_alltoall"):
+        t = _one_tensor(tensor, "alltoall")
+        handle = _comm_handle(communicator)
+        size = _comm_of(handle).size if handle else 1
+        if splits is None:
+            rows = tf.shape(t, out_type=tf.int64)[0]
+            tf.debugging.assert_equal(
+                rows % size,
+                tf.constant(0, tf.int64),
+                message=f"alltoall without splits: dimension 0 must divide by {size} (the size)",
+            )
+            s = tf.fill([size], rows // size)
+        else:
+            s = tf.convert_to_tensor(splits)
+            if s.dtype not in (tf.int32, tf.int64):
+                raise InvalidArgumentError(f"alltoall splits must be int32 or int64, got {s.dtype}")
+            if s.shape.rank is not None and s.shape.rank != 1:
+                raise InvalidArgumentError(
+                    f"alltoall splits must be a vector of {size} counts, got shape {s.shape}"
+                )
+            s = tf.cast(s, tf.int64)
+        with tf.device(t.device or ""):
+            out, got = ordered(
+                handle,
+                lambda: _ops.ops().pytfcomm_alltoall(
+                    t, s, num_devices=1, comm_handle=handle, timeout_seconds=_timeout(timeout)
+                ),
+            )
+        return out, got
+
+
+# -- gradients ---------------------------------------------------------------------------
+@tf.RegisterGradient("PytfcommReduceScatter")
+def _reduce_scatter_grad(op: tf.Operation, grad: Any) -> tf.Tensor:
+    reduce_op = op.get_attr("reduce_op").decode()
+    if reduce_op not in ("sum", "mean"):
+        raise LookupError(f"pytfcomm reduce-scatter with op {reduce_op!r} has no gradient")
+    handle = op.get_attr("comm_handle")
+    with tf.device(_op_device(op)):
+        dy = _dense([grad], op.outputs)[0]
+        if not handle:
+            return dy
+        full = _allgather(dy, communicator=_comm_of(handle), timeout=_attr_timeout(op))
+        if reduce_op == "mean":
+            full = full / tf.cast(_comm_of(handle).size, full.dtype)
+        return full
+
+
+@tf.RegisterGradient("PytfcommAlltoall")
+def _alltoall_grad(op: tf.Operation, grad: Any, unused_splits_grad: Any) -> list[Any]:
+    handle = op.get_attr("comm_handle")
+    with tf.device(_op_device(op)):
+        dy = _dense([grad], op.outputs[:1])[0]
+        if not handle:
+            return [dy, None]
+        back, _ = alltoall(
+            dy, op.outputs[1], communicator=_comm_of(handle), timeout=_attr_timeout(op)
+        )
+        return [back, None]
+
+
+def _comm_of(handle: int) -> Any:
+    """The communicator whose handle went into an op (kept by comm_handle())."""
+    return _HANDLE_COMMS[handle]
+
+
+def _attr_timeout(op: tf.Operation) -> float | None:
+    t = op.get_attr("timeout_seconds")
+    return float(t) if t > 0 else None

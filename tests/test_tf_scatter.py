@@ -62,4 +62,7 @@ def test_reduce_scatter_and_alltoall(transport: str, n: int) -> None:
             assert bad_one.startswith("FailedPreconditionError"), bad_one
         assert o["a2a_bad_splits_s"] < 20, o["a2a_bad_splits_s"]
         assert o["a2a_bad_splits_all"].startswith("InvalidArgumentError"), o["a2a_bad_splits_all"]
+        assert o["a2a_indivisible"].startswith("InvalidArgumentError"), o["a2a_indivisible"]
+        assert "must divide" in o["a2a_indivisible"], o["a2a_indivisible"]
+        assert o["a2a_float_splits"].startswith("InvalidArgumentError"), o["a2a_float_splits"]
         assert o["a2a_after"] == o["a2a_even"], r

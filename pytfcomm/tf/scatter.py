@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from ..errors import InvalidArgumentError
@@ -100,23 +101,7 @@ def alltoall(
         t = _one_tensor(tensor, "alltoall")
         handle = _comm_handle(communicator)
         size = _comm_of(handle).size if handle else 1
-        if splits is None:
-            rows = tf.shape(t, out_type=tf.int64)[0]
-            tf.debugging.assert_equal(
-                rows % size,
-                tf.constant(0, tf.int64),
-                message=f"alltoall without splits: dimension 0 must divide by {size} (the size)",
-            )
-            s = tf.fill([size], rows // size)
-        else:
-            s = tf.convert_to_tensor(splits)
-            if s.dtype not in (tf.int32, tf.int64):
-                raise InvalidArgumentError(f"alltoall splits must be int32 or int64, got {s.dtype}")
-            if s.shape.rank is not None and s.shape.rank != 1:
-                raise InvalidArgumentError(
-                    f"alltoall splits must be a vector of {size} counts, got shape {s.shape}"
-                )
-            s = tf.cast(s, tf.int64)
+        s = _splits(t, splits, size)
         with tf.device(t.device or ""):
             out, got = ordered(
                 handle,
@@ -125,6 +110,44 @@ def alltoall(
                 ),
             )
         return out, got
+
+
+def _splits(t: tf.Tensor, splits: Any, size: int) -> tf.Tensor:
+    """``splits`` as the op's int64 vector; without them, dimension 0 split equally
+    (known when traced or eager: checked here, without extra ops per call)."""
+    if splits is None:
+        rows = t.shape[0]
+        if rows is not None:
+            if rows % size:
+                raise InvalidArgumentError(
+                    f"alltoall without splits: dimension 0 ({rows}) must divide by the "
+                    f"number of processes ({size}); pass splits"
+                )
+            return tf.constant([rows // size] * size, tf.int64)
+        dynamic = tf.shape(t, out_type=tf.int64)[0]
+        check = tf.debugging.assert_equal(
+            dynamic % size,
+            tf.constant(0, tf.int64),
+            message=f"alltoall without splits: dimension 0 must divide by {size} (the size)",
+        )
+        with tf.control_dependencies([check]):
+            return tf.fill([size], dynamic // size)
+    if not isinstance(splits, (tf.Tensor, tf.Variable)):
+        arr = np.asarray(splits)
+        if arr.dtype.kind not in "iu":
+            raise InvalidArgumentError(f"alltoall splits must be integers, got {arr.dtype}")
+        if arr.ndim != 1:
+            raise InvalidArgumentError(
+                f"alltoall splits must be a vector of {size} counts, got shape {arr.shape}"
+            )
+        return tf.constant(arr.astype(np.int64))
+    if splits.dtype not in (tf.int32, tf.int64):
+        raise InvalidArgumentError(f"alltoall splits must be int32 or int64, got {splits.dtype}")
+    if splits.shape.rank is not None and splits.shape.rank != 1:
+        raise InvalidArgumentError(
+            f"alltoall splits must be a vector of {size} counts, got shape {splits.shape}"
+        )
+    return splits if splits.dtype == tf.int64 else tf.cast(splits, tf.int64)
 
 
 # -- gradients ---------------------------------------------------------------------------

@@ -129,6 +129,9 @@ def tf_scatter(rank: int, size: int, addr: str, big_rows: int) -> dict:
         out["a2a_bad_splits_all"] = _error(
             lambda: ptf.alltoall(data(rank, 2), [-1, 3] + [0] * (size - 2))
         )
+        # Checked before anything is sent (every rank raises the same, none waits).
+        out["a2a_indivisible"] = _error(lambda: ptf.alltoall(data(rank, 2 * size + 1)))
+        out["a2a_float_splits"] = _error(lambda: ptf.alltoall(data(rank, 2), [0.5, 1.5]))
         got, splits = ptf.alltoall(data(rank, 2 * size))
         out["a2a_after"] = [got.numpy().tolist(), splits.numpy().tolist()]
     finally:

@@ -3,10 +3,13 @@
     python -m benchmarks.tf_scatter [--np 2] [--sizes 1M,4M,16M] [--iters 20] [--rounds 3]
 
 Starts ``--np`` processes on 127.0.0.1 (``PYTFCOMM_TRANSPORT`` as set: auto picks
-shared memory on one host). Per size (the bytes of float32 each rank brings), one call
-of each path per iteration, in the same order on every rank, a barrier before each
-call, every result checked once per round; the table gives the median over
-``--iters`` of rank 0's time, per round, and each TF path's ratio to NumPy:
+shared memory on one host) with ``pytfcomm-run``'s ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``
+(``--no-malloc-hugepages``: without; then TF's tensors sit on 4 KiB pages while NumPy's
+large arrays get huge pages, and a 16 MiB reduce-scatter from TF reads about 1.5x
+NumPy's). Per size (the bytes of float32 each rank brings), one call of each path per
+iteration, in the same order on every rank, a barrier before each call, every result
+checked once per round; the table gives the median over ``--iters`` of rank 0's time,
+per round, and each TF path's ratio to NumPy:
 
 * ``numpy``: ``comm.reduce_scatter(x, out=y)`` / ``comm.alltoall(x)``, the core itself;
 * ``tf``: ``pytfcomm.tf.reduce_scatter(t)`` / ``pytfcomm.tf.alltoall(t)``, eager;
@@ -31,6 +34,7 @@ from pathlib import Path
 from benchmarks._launch import free_ports
 from benchmarks._registry import worker_pythonpath
 from benchmarks._units import fmt_bytes, parse_sizes
+from benchmarks.tf_multiworker import malloc_hugepages
 
 PATHS = ("numpy", "tf", "hvd", "composed")
 
@@ -130,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", help="write rank 0's medians here")
+    p.add_argument("--no-malloc-hugepages", action="store_true")
     p.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
@@ -142,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     port = free_ports(1)[0]
     with tempfile.TemporaryDirectory(prefix="tf-scatter-") as tmp:
         env = dict(os.environ, PYTHONPATH=worker_pythonpath(os.path.join(tmp, "shim")))
+        if not args.no_malloc_hugepages:
+            env.update(malloc_hugepages(os.environ))
         procs = []
         for r in range(args.np):
             cmd = [sys.executable, "-m", "benchmarks.tf_scatter", "--np", str(args.np)]
@@ -159,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         res = json.loads(Path(tmp, "0.json").read_text())
     transport = os.environ.get("PYTFCOMM_TRANSPORT", "auto")
-    print(f"# tf_scatter: N={args.np}, transport {transport}, rank 0's median ms per round")
+    pages = "4 KiB malloc pages" if args.no_malloc_hugepages else "malloc huge pages"
+    print(f"# tf_scatter: N={args.np}, transport {transport}, {pages}; rank 0's median ms")
     ratios = " | tf/numpy | hvd/numpy | composed/hvd |"
     print("| collective | size | round | " + " | ".join(PATHS) + ratios)
     print("|---|---:|---:|" + "---:|" * (len(PATHS) + 3))

@@ -5,6 +5,10 @@ that disagrees or passes bad splits gets."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from _harness import run_ranks
@@ -66,3 +70,24 @@ def test_reduce_scatter_and_alltoall(transport: str, n: int) -> None:
         assert "must divide" in o["a2a_indivisible"], o["a2a_indivisible"]
         assert o["a2a_float_splits"].startswith("InvalidArgumentError"), o["a2a_float_splits"]
         assert o["a2a_after"] == o["a2a_even"], r
+
+
+def test_benchmark_checks_every_path_and_prints_each_round() -> None:
+    """benchmarks/tf_scatter.py: every path's result is checked (a wrong one fails the
+    run), one table row per collective, size and round."""
+    root = Path(__file__).resolve().parent.parent
+    args = ["--np", "2", "--sizes", "64K,1M", "--iters", "2", "--rounds", "2"]
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.tf_scatter", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [line for line in run.stdout.splitlines() if line.startswith("| reduce_scatter")]
+    rows += [line for line in run.stdout.splitlines() if line.startswith("| alltoall")]
+    assert len(rows) == 2 * 2 * 2, run.stdout
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert all(float(c) > 0 for c in cells[3:]), row

@@ -22,4 +22,8 @@ def test_uneven_steps_then_join(ranks, n: int, mode: str) -> None:
             for what in ("gather", "bcast_root_joined"):
                 assert o[what].startswith("FailedPreconditionError"), (what, o[what])
                 assert "joined" in o[what]
+            # Rank 0 joined: one row from each other rank, none from it.
+            active = range(1, n)
+            assert o["a2a_joined"] == [[[q + 1.0] * 2 for q in active], [0] + [1] * (n - 1)]
+            assert o["rs_joined"] == [[float(sum(q + 1 for q in active))] * 2] * 2
             assert o["bcast_ok"] == float(n - 1)

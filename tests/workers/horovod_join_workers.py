@@ -42,7 +42,8 @@ def uneven(rank: int, size: int, addr: str, mode: str) -> dict:
     last = hvd.join()
     out: dict = {"last": int(last), "grads": grads, "w": w.numpy().tolist()}
     out["all_last"] = hvd.allgather_object(int(last))
-    # What cannot run with rank 0 joined fails on the others, who then join too.
+    # What cannot run with rank 0 joined fails on the others, who then join too;
+    # what can runs without it.
     if rank == 0:
         out["last2"] = int(hvd.join())
     else:
@@ -57,6 +58,14 @@ def uneven(rank: int, size: int, addr: str, mode: str) -> dict:
             except Exception as exc:
                 out[name] = f"{type(exc).__name__}: {exc}"
         out["bcast_ok"] = float(_run(mode, lambda: hvd.broadcast(t * rank, size - 1))[0][0])
+        # All-to-all and reduce-scatter go on without rank 0: it sends no rows and
+        # adds zeros; the rows sent to it go nowhere.
+        x = np.full((size, 2), rank + 1.0, np.float32)
+        got, recv = _run(mode, lambda t: hvd.alltoall(t, splits=[1] * size), x)
+        out["a2a_joined"] = [np.asarray(got).tolist(), np.asarray(recv).tolist()]
+        x = np.full((2 * size, 2), rank + 1.0, np.float32)
+        out["rs_joined"] = np.asarray(_run(mode, lambda t: hvd.reducescatter(t, op=hvd.Sum), x))
+        out["rs_joined"] = out["rs_joined"].tolist()
         out["last2"] = int(hvd.join())
     hvd.shutdown()
     return out

@@ -37,6 +37,10 @@ def test_reduce_scatter_and_alltoall(transport: str, n: int) -> None:
         assert o["rs_one_row"] == rs_expected(r, n, 1, "sum").tolist(), r
         assert len(o["rs_one_row"]) == (1 if r == 0 else 0)
         assert o["rs_empty"] == [0, 3], r
+        listed = [(7, 3, "float32"), (2 * n, 5, "float32"), (5, 3, "int32"), (1, 3, "float32")]
+        for op in ("sum", "max"):
+            want = [rs_expected(r, n, k, op, w, dt).tolist() for k, w, dt in listed]
+            assert o["rs_list" if op == "sum" else "rs_list_max"] == want, (r, op)
         assert o["rs_big"] is True, r
         # Gradient: every rank's weight at that rank's rows (divided by n for mean).
         w = np.concatenate([np.full((share(7, n, p)[1], 3), p + 1.0) for p in range(n)])

@@ -78,6 +78,15 @@ uint32_t ShapeTag(tensorflow::DataType dtype, const TensorShape& shape) {
   return static_cast<uint32_t>(h ^ (h >> 32)) | 1u;
 }
 
+uint32_t ShapeTag(tensorflow::DataType dtype, const std::vector<TensorShape>& shapes) {
+  if (shapes.size() == 1) return ShapeTag(dtype, shapes[0]);
+  FieldDigest<uint64_t> d;
+  d.mix(static_cast<uint64_t>(shapes.size()));
+  for (const TensorShape& s : shapes) d.mix(ShapeTag(dtype, s));
+  const uint64_t h = d.value();
+  return static_cast<uint32_t>(h ^ (h >> 32)) | 1u;
+}
+
 absl::Status AllocateSharedOutput(OpKernelContext* ctx, const OpAttrs& a, SharedOutput where,
                                   tensorflow::DataType dtype, const TensorShape& shape,
                                   Tensor* out) {

@@ -65,6 +65,8 @@ absl::Status CheckAllGather(OpKernelContext* ctx, const OpAttrs& a, AllGatherArg
 // request's shape_tag, never 0 (0: no shape): ranks whose tags differ get a
 // mismatch on every rank instead of moving unrelated bytes.
 uint32_t ShapeTag(tensorflow::DataType dtype, const TensorShape& shape);
+// The same of a list of shapes (in order).
+uint32_t ShapeTag(tensorflow::DataType dtype, const std::vector<TensorShape>& shapes);
 
 // Where the tensor every replica gets as its output lives.
 enum class SharedOutput {

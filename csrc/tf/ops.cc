@@ -112,30 +112,35 @@ Concatenation along dimension 0 of every replica's input (replica order, then
 process rank order when comm_handle is set), on every one of num_devices outputs.
 )doc");
 
-// Dimension 0 unknown (it depends on the job's size and this process's rank),
-// the rest of the input's shape.
+// Output i: input i's shape with dimension 0 unknown (it depends on the
+// job's size and this process's rank).
 namespace {
-absl::Status RowsOfInput(InferenceContext* c) {
+absl::Status RowsOfInput(InferenceContext* c, int i) {
   ::tensorflow::shape_inference::ShapeHandle rest, out;
-  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &rest));
-  TF_RETURN_IF_ERROR(c->Subshape(c->input(0), 1, &rest));
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(i), 1, &rest));
+  TF_RETURN_IF_ERROR(c->Subshape(c->input(i), 1, &rest));
   TF_RETURN_IF_ERROR(c->Concatenate(c->Vector(c->UnknownDim()), rest, &out));
-  c->set_output(0, out);
+  c->set_output(i, out);
   return absl::OkStatus();
 }
 }  // namespace
 
 REGISTER_PYTFCOMM_OP("PytfcommReduceScatter")
-    .Input("input: T")
-    .Output("output: T")
+    .Input("inputs: N * T")
+    .Output("outputs: N * T")
+    .Attr("N: int >= 1")
     .Attr(TypeAttr(false))
     .Attr(CodeAttr("reduce_op", ReduceOp::kSum))
-    .SetShapeFn(RowsOfInput)
+    .SetShapeFn([](InferenceContext* c) {
+      for (int i = 0; i < c->num_inputs(); ++i) TF_RETURN_IF_ERROR(RowsOfInput(c, i));
+      return absl::OkStatus();
+    })
     .Doc(R"doc(
-The reduction over the processes of a pytfcomm Communicator of every
-process's input (the same shape on each), split along dimension 0: of R rows
-on N processes, rank r gets R / N rows, the first R % N ranks one more, in
-rank order (Horovod's split). One process's tensor per op (num_devices = 1).
+The reduction over the processes of a pytfcomm communicator of every
+process's N tensors (the same shapes on each), each split along dimension 0:
+of R rows on P processes, rank r gets R / P rows, the first R % P ranks one
+more, in rank order (Horovod's split). The tensors travel in one collective.
+One process's tensors per op (num_devices = 1).
 )doc");
 
 REGISTER_PYTFCOMM_OP("PytfcommAlltoall")
@@ -145,7 +150,7 @@ REGISTER_PYTFCOMM_OP("PytfcommAlltoall")
     .Output("received_splits: int64")
     .Attr(TypeAttr(false))
     .SetShapeFn([](InferenceContext* c) {
-      TF_RETURN_IF_ERROR(RowsOfInput(c));
+      TF_RETURN_IF_ERROR(RowsOfInput(c, 0));
       ::tensorflow::shape_inference::ShapeHandle splits;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &splits));
       c->set_output(1, splits);

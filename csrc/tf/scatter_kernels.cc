@@ -4,6 +4,7 @@
 // collective needs. Without other processes each returns its input.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,9 +35,13 @@ int64_t RowElements(const TensorShape& shape) {
 
 // Reduce-scatter along dimension 0 with Horovod's split: of R rows on N
 // ranks, rank r gets R / N rows, the first R % N ranks one more, in rank
-// order. Equal parts go straight through the core's reduce-scatter; unequal
-// ones are padded to equal blocks, and this rank's output is the first rows
-// of its block (no copy).
+// order. One tensor whose rows divide evenly goes straight through the core's
+// reduce-scatter. Otherwise (several tensors of one dtype, or unequal parts)
+// the tensors are packed into N equal segments, segment k holding each
+// tensor's block k (its rows for rank k, padded with zeros to the largest
+// block, each tensor at a 64-byte aligned offset), and one reduce-scatter of
+// the packed buffer gives this rank its segment; every output is a view of
+// it (no copy out).
 class ReduceScatterOp : public CommKernel {
  public:
   explicit ReduceScatterOp(OpKernelConstruction* c) : CommKernel(c) {
@@ -44,56 +49,107 @@ class ReduceScatterOp : public CommKernel {
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const Tensor& in = ctx->input(0);
-    DType dt;
-    OP_REQUIRES_OK_ASYNC(ctx, CoreDType(in, "reduce-scatter", &dt, a_.op), done);
-    OP_REQUIRES_ASYNC(
-        ctx, in.dims() >= 1,
-        absl::InvalidArgumentError("pytfcomm reduce-scatter needs a tensor of rank >= 1"), done);
+    const int m = ctx->num_inputs();
+    DType dt = DType::kFloat32;
+    std::vector<TensorShape> shapes;
+    for (int j = 0; j < m; ++j) {
+      const Tensor& in = ctx->input(j);
+      OP_REQUIRES_OK_ASYNC(ctx, CoreDType(in, "reduce-scatter", &dt, a_.op), done);
+      OP_REQUIRES_ASYNC(
+          ctx, in.dims() >= 1,
+          absl::InvalidArgumentError("pytfcomm reduce-scatter needs tensors of rank >= 1"), done);
+      shapes.push_back(in.shape());
+    }
     std::shared_ptr<Communicator> comm;
     OP_REQUIRES_OK_ASYNC(ctx, OpComm(a_, &comm), done);
     if (!comm || comm->size() == 1) {  // the whole sum (or mean, min, ...) of one
-      ctx->set_output(0, in);
+      ForwardInputs(ctx);
       return done();
     }
+    const tensorflow::DataType type = ctx->input(0).dtype();
     const int64_t n = comm->size(), r = comm->rank();
-    const int64_t rows = in.dim_size(0), row_elems = RowElements(in.shape());
-    const int64_t base = rows / n, extra = rows % n;
-    const int64_t block = base + (extra ? 1 : 0);  // rows of every rank's padded block
-    const int64_t mine = base + (r < extra ? 1 : 0);
-    TensorShape block_shape = in.shape();
-    block_shape.set_dim(0, block);
-    Tensor out;
-    OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, in.dtype(), block_shape, &out), done);
-    const char* src = in.tensor_data().data();
-    Tensor padded;  // unequal parts: rank k's rows at block k, zeros after them
-    if (extra) {
-      TensorShape padded_shape = in.shape();
-      padded_shape.set_dim(0, block * n);
-      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_temp(in.dtype(), padded_shape, &padded), done);
-      const size_t row_bytes =
-          static_cast<size_t>(row_elems) * tensorflow::DataTypeSize(in.dtype());
-      char* dst = const_cast<char*>(padded.tensor_data().data());
-      for (int64_t k = 0, first = 0; k < n; ++k) {
-        const int64_t count = base + (k < extra ? 1 : 0);
-        char* at = dst + static_cast<size_t>(k * block) * row_bytes;
-        std::memcpy(at, src + static_cast<size_t>(first) * row_bytes,
-                    static_cast<size_t>(count) * row_bytes);
-        std::memset(at + static_cast<size_t>(count) * row_bytes, 0,
-                    static_cast<size_t>(block - count) * row_bytes);
-        first += count;
-      }
-      src = padded.tensor_data().data();
+    const uint32_t tag = ShapeTag(type, shapes);
+    std::vector<Part> parts(static_cast<size_t>(m));
+    int64_t segment = 0;  // bytes
+    for (int j = 0; j < m; ++j) {
+      Part& p = parts[static_cast<size_t>(j)];
+      const int64_t rows = shapes[j].dim_size(0);
+      p.row_bytes = RowElements(shapes[j]) * tensorflow::DataTypeSize(type);
+      p.base = rows / n;
+      p.extra = rows % n;
+      p.block = p.base + (p.extra ? 1 : 0);
+      p.offset = segment;
+      segment = RoundUp(segment + p.block * p.row_bytes);
     }
+    const Part& p0 = parts[0];
+    if (m == 1 && p0.extra == 0) {  // straight through, no packing
+      TensorShape shape = shapes[0];
+      shape.set_dim(0, p0.block);
+      Tensor out;
+      OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, type, shape, &out), done);
+      ctx->set_output(0, out);
+      Submit(ctx, std::move(done), *comm, ctx->input(0).tensor_data().data(), out,
+             ctx->input(0).NumElements(), dt, tag, [] {});
+      return;
+    }
+    Tensor packed, out;
+    OP_REQUIRES_OK_ASYNC(
+        ctx, ctx->allocate_temp(tensorflow::DT_INT8, TensorShape({segment * n}), &packed), done);
+    OP_REQUIRES_OK_ASYNC(
+        ctx, AllocateOutputBuffer(ctx, tensorflow::DT_INT8, TensorShape({segment}), &out), done);
+    char* dst = const_cast<char*>(packed.tensor_data().data());
+    for (int64_t k = 0; k < n; ++k) {
+      char* seg = dst + k * segment;
+      int64_t end = 0;  // bytes of the segment written so far
+      for (int j = 0; j < m; ++j) {
+        const Part& p = parts[static_cast<size_t>(j)];
+        const int64_t first = k * p.base + std::min(k, p.extra);
+        const int64_t bytes = (p.base + (k < p.extra ? 1 : 0)) * p.row_bytes;
+        std::memset(seg + end, 0, static_cast<size_t>(p.offset - end));  // padding: zeros
+        std::memcpy(seg + p.offset, ctx->input(j).tensor_data().data() + first * p.row_bytes,
+                    static_cast<size_t>(bytes));
+        end = p.offset + bytes;
+      }
+      std::memset(seg + end, 0, static_cast<size_t>(segment - end));
+    }
+    for (int j = 0; j < m; ++j) {
+      const Part& p = parts[static_cast<size_t>(j)];
+      const int64_t mine = p.base + (r < p.extra ? 1 : 0);
+      TensorShape shape = shapes[j];
+      shape.set_dim(0, mine);
+      Tensor view;
+      OP_REQUIRES_OK_ASYNC(
+          ctx, view.BitcastFrom(out.Slice(p.offset, p.offset + mine * p.row_bytes), type, shape),
+          done);
+      ctx->set_output(j, view);
+    }
+    Submit(ctx, std::move(done), *comm, packed.tensor_data().data(), out,
+           segment * n / tensorflow::DataTypeSize(type), dt, tag, [packed] {});
+  }
+
+ private:
+  // Where one tensor's block lies in every segment of the packed buffer.
+  struct Part {
+    int64_t row_bytes = 0, base = 0, extra = 0, block = 0;
+    int64_t offset = 0;  // in the segment, bytes
+  };
+
+  static int64_t RoundUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+  static constexpr int64_t kAlign = 64;  // EIGEN_MAX_ALIGN_BYTES of the pip build
+
+  // One reduce-scatter of `elements` of `in` into `out`; `keep` holds what
+  // must live until it is done.
+  void Submit(OpKernelContext* ctx, DoneCallback done, Communicator& comm, const char* in,
+              const Tensor& out, int64_t elements, DType dt, uint32_t tag,
+              std::function<void()> keep) const {
     std::vector<std::unique_ptr<Request>> reqs;
-    reqs.push_back(comm->make_request(
-        algorithms::CollectiveKind::kReduceScatter, src,
-        const_cast<char*>(out.tensor_data().data()), static_cast<size_t>(block * n * row_elems), dt,
-        a_.op, Algorithm::kAuto, 0, a_.core_timeout(), ShapeTag(in.dtype(), in.shape())));
-    SubmitCrossWorker(ctx, std::move(done), "cross-worker reduce-scatter", *comm,
+    reqs.push_back(comm.make_request(
+        algorithms::CollectiveKind::kReduceScatter, in, const_cast<char*>(out.tensor_data().data()),
+        static_cast<size_t>(elements), dt, a_.op, Algorithm::kAuto, 0, a_.core_timeout(), tag));
+    SubmitCrossWorker(ctx, std::move(done), "cross-worker reduce-scatter", comm,
                       InstanceStream(ctx, a_.instance_key), OpLabel("reducescatter", ctx),
-                      std::move(reqs), [ctx, comm, padded, out, mine] {
-                        ctx->set_output(0, out.Slice(0, mine));
+                      std::move(reqs), [keep = std::move(keep), out] {
+                        keep();
                         count(CounterKind::kCrossWorkerOps);
                       });
   }

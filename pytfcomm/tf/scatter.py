@@ -50,33 +50,42 @@ def reduce_scatter(
     communicator: Any = None,
     timeout: float | None = None,
     name: str | None = None,
-) -> tf.Tensor:
+) -> Any:
     """This rank's rows of the reduction (``op``: sum, mean, min, max or prod) over
-    every process's ``tensor``.
+    every process's ``tensor``, or of each tensor of a list (a list back).
 
-    Without a communicator of more than one process the result is ``tensor``.
-    Gradient (sum and mean): the all-gather of the incoming gradients, divided by
-    the number of processes for mean.
+    The tensors of a list that share a dtype travel in one collective (packed into
+    one buffer). Without a communicator of more than one process the result is the
+    input. Gradient (sum and mean): the all-gather of the incoming gradients,
+    divided by the number of processes for mean.
     """
     with tf.name_scope(name or "pytfcomm_reduce_scatter"):
-        t = _one_tensor(tensor, "reduce_scatter")
+        as_list = isinstance(tensor, (list, tuple))
+        ts = [_one_tensor(t, "reduce_scatter") for t in (tensor if as_list else [tensor])]
         reduce_op = _op_name(op)
-        if reduce_op == "mean" and t.dtype == tf.bool:
+        if reduce_op == "mean" and any(t.dtype == tf.bool for t in ts):
             raise InvalidArgumentError("op 'mean' is not defined for bool")
         handle = _comm_handle(communicator)
-        with tf.device(t.device or ""):
-            return ordered(
-                handle,
-                lambda: [
-                    _ops.ops().pytfcomm_reduce_scatter(
-                        t,
+        by_dtype: dict[tf.DType, list[int]] = {}
+        for i, t in enumerate(ts):
+            by_dtype.setdefault(t.dtype, []).append(i)
+        result: list[Any] = [None] * len(ts)
+        for idx in by_dtype.values():
+            group = [ts[i] for i in idx]
+            with tf.device(group[0].device or ""):
+                outs = ordered(
+                    handle,
+                    lambda group=group: _ops.ops().pytfcomm_reduce_scatter(
+                        group,
                         num_devices=1,
                         reduce_op=reduce_op,
                         comm_handle=handle,
                         timeout_seconds=_timeout(timeout),
-                    )
-                ],
-            )[0]
+                    ),
+                )
+            for i, o in zip(idx, outs, strict=True):
+                result[i] = o
+        return result if as_list else result[0]
 
 
 def alltoall(
@@ -152,19 +161,23 @@ def _splits(t: tf.Tensor, splits: Any, size: int) -> tf.Tensor:
 
 # -- gradients ---------------------------------------------------------------------------
 @tf.RegisterGradient("PytfcommReduceScatter")
-def _reduce_scatter_grad(op: tf.Operation, grad: Any) -> tf.Tensor:
+def _reduce_scatter_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
     reduce_op = op.get_attr("reduce_op").decode()
     if reduce_op not in ("sum", "mean"):
         raise LookupError(f"pytfcomm reduce-scatter with op {reduce_op!r} has no gradient")
     handle = op.get_attr("comm_handle")
     with tf.device(_op_device(op)):
-        dy = _dense([grad], op.outputs)[0]
+        dys = _dense(grads, op.outputs)
         if not handle:
-            return dy
-        full = _allgather(dy, communicator=_comm_of(handle), timeout=_attr_timeout(op))
-        if reduce_op == "mean":
-            full = full / tf.cast(_comm_of(handle).size, full.dtype)
-        return full
+            return dys
+        comm = _comm_of(handle)
+        out = []
+        for dy in dys:
+            full = _allgather(dy, communicator=comm, timeout=_attr_timeout(op))
+            if reduce_op == "mean":
+                full = full / tf.cast(comm.size, full.dtype)
+            out.append(full)
+        return out
 
 
 @tf.RegisterGradient("PytfcommAlltoall")

@@ -78,6 +78,16 @@ def tf_scatter(rank: int, size: int, addr: str, big_rows: int) -> dict:
             ptf.reduce_scatter(tf.constant(data(rank, 5, dtype="int32")), op="max").numpy().tolist()
         )
         out["rs_one_row"] = ptf.reduce_scatter(data(rank, 1)).numpy().tolist()
+        # A list: the float32 tensors packed into one collective, the int32 one apart.
+        listed = [
+            data(rank, 7),
+            data(rank, 2 * size, 5),
+            data(rank, 5, dtype="int32"),
+            data(rank, 1),
+        ]
+        out["rs_list"] = [y.numpy().tolist() for y in ptf.reduce_scatter(listed)]
+        traced_list = tf.function(lambda *xs: ptf.reduce_scatter(list(xs), op="max"))
+        out["rs_list_max"] = [y.numpy().tolist() for y in traced_list(*listed)]
         out["rs_empty"] = list(ptf.reduce_scatter(np.zeros((0, 3), np.float32)).shape)
         big = ptf.reduce_scatter(data(rank, big_rows, 4)).numpy()
         out["rs_big"] = bool(np.array_equal(big, rs_expected(rank, size, big_rows, "sum", 4)))

@@ -337,8 +337,9 @@ def _grouped_reducescatter(
     prescale_factor: float = 1.0,
     postscale_factor: float = 1.0,
 ) -> list[tf.Tensor]:
-    """Reduce-scatter of every tensor: one pytfcomm reduce-scatter op each (the core's,
-    moving about half the bytes of an all-reduce); gradient: the all-gather."""
+    """Reduce-scatter of every tensor: one pytfcomm reduce-scatter op per dtype (the
+    core's, moving about half the bytes of an all-reduce; a dtype's tensors packed into
+    one collective); gradient: the all-gather."""
     if op not in (Sum, Average):
         raise NotImplementedError(
             "hvd.reducescatter supports op=hvd.Average and op=hvd.Sum only (as Horovod)"
@@ -355,10 +356,10 @@ def _grouped_reducescatter(
         ys = []
         scaled = _widened([_scale(x, prescale_factor) for x in inputs])
         with tf.name_scope(name or "HorovodReducescatter"):
-            for x, w in zip(inputs, scaled, strict=True):
-                y = _scatter.reduce_scatter(w, op_name, communicator=comm)
-                y = tf.cast(y, x.dtype) if y.dtype != x.dtype else y
-                ys.append(_scale(y, postscale_factor))
+            parts = _scatter.reduce_scatter(scaled, op_name, communicator=comm)
+        for x, y in zip(inputs, parts, strict=True):
+            y = tf.cast(y, x.dtype) if y.dtype != x.dtype else y
+            ys.append(_scale(y, postscale_factor))
 
         def grad(*dys: Any) -> list[tf.Tensor]:
             out = []

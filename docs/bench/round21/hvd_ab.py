@@ -34,8 +34,8 @@ for nbytes in (1 << 20, 4 << 20, 16 << 20):
         [(base + p).reshape(-1, 16)[rank * rows : (rank + 1) * rows] for p in range(size)]
     )
     fns = {
-        "reducescatter": (lambda: hvd.reducescatter(t, op=hvd.Sum), want_rs),
-        "alltoall": (lambda: hvd.alltoall(t), want_a2a),
+        "reducescatter": (lambda t=t: hvd.reducescatter(t, op=hvd.Sum), want_rs),
+        "alltoall": (lambda t=t: hvd.alltoall(t), want_a2a),
     }
     for name, (fn, want) in fns.items():
         assert np.array_equal(fn().numpy(), want), name

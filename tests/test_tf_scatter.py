@@ -1,7 +1,7 @@
-"""pytfcomm.tf.reduce_scatter and pytfcomm.tf.alltoall: the core's collectives as TF
-ops, across real processes over TCP and shared memory, small (one-shot) and
-multi-MiB sizes, eager, in tf.function and under a gradient, and what a rank
-that disagrees or passes bad splits gets."""
+"""pytfcomm.tf.reduce_scatter and pytfcomm.tf.alltoall (and the all-gather of rows of
+no width): the core's collectives as TF ops, across real processes over TCP and
+shared memory, small (one-shot) and multi-MiB sizes, eager, in tf.function and
+under a gradient, and what a rank that disagrees or passes bad splits gets."""
 
 from __future__ import annotations
 
@@ -70,6 +70,7 @@ def test_reduce_scatter_and_alltoall(transport: str, n: int) -> None:
             assert bad_one.startswith("FailedPreconditionError"), bad_one
         assert o["a2a_bad_splits_s"] < 20, o["a2a_bad_splits_s"]
         assert o["a2a_bad_splits_all"].startswith("InvalidArgumentError"), o["a2a_bad_splits_all"]
+        assert o["ag_no_width"] == [n * (n + 1) // 2, 0], r
         assert o["a2a_indivisible"].startswith("InvalidArgumentError"), o["a2a_indivisible"]
         assert "must divide" in o["a2a_indivisible"], o["a2a_indivisible"]
         assert o["a2a_float_splits"].startswith("InvalidArgumentError"), o["a2a_float_splits"]

@@ -139,6 +139,8 @@ def tf_scatter(rank: int, size: int, addr: str, big_rows: int) -> dict:
         out["a2a_bad_splits_all"] = _error(
             lambda: ptf.alltoall(data(rank, 2), [-1, 3] + [0] * (size - 2))
         )
+        # The all-gather of rows of no width still learns every rank's row count.
+        out["ag_no_width"] = list(ptf.allgather(np.zeros((rank + 1, 0), np.float32)).shape)
         # Checked before anything is sent (every rank raises the same, none waits).
         out["a2a_indivisible"] = _error(lambda: ptf.alltoall(data(rank, 2 * size + 1)))
         out["a2a_float_splits"] = _error(lambda: ptf.alltoall(data(rank, 2), [0.5, 1.5]))

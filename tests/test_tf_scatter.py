@@ -96,3 +96,16 @@ def test_benchmark_checks_every_path_and_prints_each_round() -> None:
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert all(float(c) > 0 for c in cells[3:]), row
+
+
+def test_rows_split_the_horovod_way() -> None:
+    from pytfcomm.horovod.tensorflow import mpi_ops
+    from pytfcomm.tf import reduce_scatter_rows
+
+    assert reduce_scatter_rows(7, 3) == [3, 2, 2]
+    assert reduce_scatter_rows(1, 3) == [1, 0, 0]
+    assert reduce_scatter_rows(6, 3) == [2, 2, 2]
+    assert reduce_scatter_rows(0, 2) == [0, 0]
+    assert mpi_ops.reducescatter_parts(7, 3) == [3, 2, 2]
+    # the worker's own reckoning, which the multi-process test compares against
+    assert [share(7, 3, r)[1] for r in range(3)] == [3, 2, 2]

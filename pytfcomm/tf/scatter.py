@@ -100,10 +100,10 @@ def alltoall(
     rank sent this one (in rank order) and how many rows came from each (int64).
 
     Without ``splits`` dimension 0 is split equally (it must divide by the number
-    of processes). The splits must be non-negative and add up to dimension 0
-    (``tf.errors.InvalidArgumentError`` otherwise, on the rank that passed them:
-    the others then wait for it until the collective's timeout, or until it
-    issues its next all-to-all). Gradient: the all-to-all of the incoming
+    of processes). The splits must be non-negative and add up to dimension 0:
+    otherwise the rank that passed them gets ``tf.errors.InvalidArgumentError``
+    and the others ``tf.errors.FailedPreconditionError`` at once (that rank
+    still takes part, sending nothing). Gradient: the all-to-all of the incoming
     gradient back, with the received splits.
     """
     with tf.name_scope(name or "pytfcomm_alltoall"):

@@ -325,7 +325,7 @@ def broadcast_(
 def reducescatter_parts(rows: int, n: int) -> list[int]:
     """Rows each rank gets of a first dimension ``rows``: Horovod's rule, the first
     ``rows % n`` ranks one more."""
-    return [rows // n + (1 if r < rows % n else 0) for r in range(n)]
+    return _scatter.reduce_scatter_rows(rows, n)
 
 
 def _grouped_reducescatter(

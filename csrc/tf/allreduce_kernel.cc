@@ -29,10 +29,6 @@ namespace pytfcomm {
 namespace tf {
 namespace {
 
-constexpr int64_t kAlign = 64;  // EIGEN_MAX_ALIGN_BYTES of the pip build
-
-int64_t RoundUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
 // One fusion buffer: tensors of one dtype at the given byte offsets.
 struct Pack {
   DType dtype;
@@ -193,8 +189,8 @@ struct AllReduceFunctor<CPUDevice> {
     // A tensor of the threshold or more has its own buffer; 0 fuses nothing.
     const size_t threshold = static_cast<size_t>(std::max<int64_t>(fusion_threshold, 1));
     FusionPlan plan;
-    TF_RETURN_IF_ERROR(
-        Guard("all-reduce", [&] { plan = plan_fusion(items, threshold, threshold, kAlign); }));
+    TF_RETURN_IF_ERROR(Guard(
+        "all-reduce", [&] { plan = plan_fusion(items, threshold, threshold, kTensorAlign); }));
     for (const FusionBucket& b : plan.buckets) {
       Pack p;
       p.dtype = b.dtype;
@@ -210,7 +206,7 @@ struct AllReduceFunctor<CPUDevice> {
         p.offsets.push_back(static_cast<int64_t>(b.offsets[k] * dtype_size(b.dtype)));
       }
       p.tag = tag.value();
-      p.bytes = RoundUp(static_cast<int64_t>(b.bytes()));
+      p.bytes = AlignUp(static_cast<int64_t>(b.bytes()));
       packs->push_back(std::move(p));
     }
     return absl::OkStatus();

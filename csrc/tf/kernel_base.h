@@ -61,6 +61,10 @@ struct AllGatherArgs {
 };
 absl::Status CheckAllGather(OpKernelContext* ctx, const OpAttrs& a, AllGatherArgs* args);
 
+// TF's aligned Eigen maps assume every tensor's data at a multiple of this.
+constexpr int64_t kTensorAlign = 64;  // EIGEN_MAX_ALIGN_BYTES of the pip build
+inline int64_t AlignUp(int64_t v) { return (v + kTensorAlign - 1) / kTensorAlign * kTensorAlign; }
+
 // A digest of a dtype and a shape (of one row, or of a whole tensor) for a
 // request's shape_tag, never 0 (0: no shape): ranks whose tags differ get a
 // mismatch on every rank instead of moving unrelated bytes.

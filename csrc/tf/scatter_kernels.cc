@@ -79,7 +79,7 @@ class ReduceScatterOp : public CommKernel {
       p.extra = rows % n;
       p.block = p.base + (p.extra ? 1 : 0);
       p.offset = segment;
-      segment = RoundUp(segment + p.block * p.row_bytes);
+      segment = AlignUp(segment + p.block * p.row_bytes);
     }
     const Part& p0 = parts[0];
     if (m == 1 && p0.extra == 0) {  // straight through, no packing
@@ -133,9 +133,6 @@ class ReduceScatterOp : public CommKernel {
     int64_t row_bytes = 0, base = 0, extra = 0, block = 0;
     int64_t offset = 0;  // in the segment, bytes
   };
-
-  static int64_t RoundUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-  static constexpr int64_t kAlign = 64;  // EIGEN_MAX_ALIGN_BYTES of the pip build
 
   // One reduce-scatter of `elements` of `in` into `out`; `keep` holds what
   // must live until it is done.

@@ -2,7 +2,8 @@
 # Round21's before/after: the build of $1 (a `pip install --target` directory of
 # 8b9c818) against the installed one, alternating, $2 passes (default 3), N=2 over
 # shared memory, with pytfcomm-run's malloc huge pages. $3: the script (default
-# hvd_ab.py: hvd.reducescatter and hvd.alltoall; allgather_ab.py: pytfcomm.tf.allgather).
+# hvd_ab.py: hvd.reducescatter and hvd.alltoall; allgather_ab.py: pytfcomm.tf.allgather;
+# grouped.py: hvd.grouped_reducescatter).
 set -eu
 old=$1
 passes=${2:-3}

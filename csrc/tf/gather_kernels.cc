@@ -85,20 +85,17 @@ struct AllGatherFunctor<CPUDevice> {
         ReduceOp::kSum, Algorithm::kAuto, 0, a.core_timeout(), ShapeTag(t0.dtype(), row));
     req->recv_counts = st->counts.data();
     const tensorflow::DataType type = t0.dtype();
-    req->alloc_out = [&a, ctx, st, row, row_elems, type, counts_only](uint64_t total) -> void* {
+    req->alloc_out = [&a, ctx, st, row, type, counts_only](uint64_t total) -> void* {
       if (counts_only) {  // the row counts: the output itself has no bytes
         st->status = ctx->allocate_temp(tensorflow::DT_INT64,
                                         TensorShape({static_cast<int64_t>(total)}), &st->table);
         return st->status.ok() ? const_cast<char*>(st->table.tensor_data().data()) : nullptr;
       }
-      if (total % static_cast<uint64_t>(row_elems) != 0) {  // the tags agreed: not reached
-        st->status = absl::InternalError("pytfcomm all-gather: " + std::to_string(total) +
-                                         " elements are not whole rows");
-        return nullptr;
+      TensorShape shape;
+      st->status = WholeRows("all-gather", total, row, &shape);
+      if (st->status.ok()) {
+        st->status = AllocateSharedOutput(ctx, a, SharedOutput::kCachedHost, type, shape, &st->out);
       }
-      TensorShape shape = row;
-      shape.InsertDim(0, static_cast<int64_t>(total) / row_elems);
-      st->status = AllocateSharedOutput(ctx, a, SharedOutput::kCachedHost, type, shape, &st->out);
       return st->status.ok() ? const_cast<char*>(st->out.tensor_data().data()) : nullptr;
     };
     std::vector<std::unique_ptr<Request>> reqs;

@@ -87,6 +87,18 @@ uint32_t ShapeTag(tensorflow::DataType dtype, const std::vector<TensorShape>& sh
   return static_cast<uint32_t>(h ^ (h >> 32)) | 1u;
 }
 
+absl::Status WholeRows(const char* what, uint64_t total, const TensorShape& row, TensorShape* out) {
+  const uint64_t row_elems = static_cast<uint64_t>(row.num_elements());
+  if (row_elems == 0 || total % row_elems != 0) {
+    return absl::InternalError(std::string("pytfcomm ") + what + ": received " +
+                               std::to_string(total) + " elements, not whole rows of " +
+                               std::to_string(row_elems));
+  }
+  *out = row;
+  out->InsertDim(0, static_cast<int64_t>(total / row_elems));
+  return absl::OkStatus();
+}
+
 absl::Status AllocateSharedOutput(OpKernelContext* ctx, const OpAttrs& a, SharedOutput where,
                                   tensorflow::DataType dtype, const TensorShape& shape,
                                   Tensor* out) {

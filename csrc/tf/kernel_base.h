@@ -72,6 +72,11 @@ uint32_t ShapeTag(tensorflow::DataType dtype, const TensorShape& shape);
 // The same of a list of shapes (in order).
 uint32_t ShapeTag(tensorflow::DataType dtype, const std::vector<TensorShape>& shapes);
 
+// The shape of `total` received elements as whole rows of `row` (which has
+// elements); Internal when they are not whole rows (ranks whose shape tags
+// agreed cannot send that). `what` names the op.
+absl::Status WholeRows(const char* what, uint64_t total, const TensorShape& row, TensorShape* out);
+
 // Where the tensor every replica gets as its output lives.
 enum class SharedOutput {
   kCachedHost,  // the cached host buffers of output_buffer.h (CPU kernels)

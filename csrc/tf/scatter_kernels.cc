@@ -4,7 +4,6 @@
 // collective needs. Without other processes each returns its input.
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -88,8 +87,7 @@ class ReduceScatterOp : public CommKernel {
       Tensor out;
       OP_REQUIRES_OK_ASYNC(ctx, AllocateOutputBuffer(ctx, type, shape, &out), done);
       ctx->set_output(0, out);
-      Submit(ctx, std::move(done), *comm, ctx->input(0).tensor_data().data(), out,
-             ctx->input(0).NumElements(), dt, tag, [] {});
+      Submit(ctx, std::move(done), *comm, ctx->input(0), out, ctx->input(0).NumElements(), dt, tag);
       return;
     }
     Tensor packed, out;
@@ -123,8 +121,8 @@ class ReduceScatterOp : public CommKernel {
           done);
       ctx->set_output(j, view);
     }
-    Submit(ctx, std::move(done), *comm, packed.tensor_data().data(), out,
-           segment * n / tensorflow::DataTypeSize(type), dt, tag, [packed] {});
+    Submit(ctx, std::move(done), *comm, packed, out, segment * n / tensorflow::DataTypeSize(type),
+           dt, tag);
   }
 
  private:
@@ -134,21 +132,17 @@ class ReduceScatterOp : public CommKernel {
     int64_t offset = 0;  // in the segment, bytes
   };
 
-  // One reduce-scatter of `elements` of `in` into `out`; `keep` holds what
-  // must live until it is done.
-  void Submit(OpKernelContext* ctx, DoneCallback done, Communicator& comm, const char* in,
-              const Tensor& out, int64_t elements, DType dt, uint32_t tag,
-              std::function<void()> keep) const {
+  // One reduce-scatter of `elements` of `in` into `out` (both held until it is done).
+  void Submit(OpKernelContext* ctx, DoneCallback done, Communicator& comm, const Tensor& in,
+              const Tensor& out, int64_t elements, DType dt, uint32_t tag) const {
     std::vector<std::unique_ptr<Request>> reqs;
     reqs.push_back(comm.make_request(
-        algorithms::CollectiveKind::kReduceScatter, in, const_cast<char*>(out.tensor_data().data()),
-        static_cast<size_t>(elements), dt, a_.op, Algorithm::kAuto, 0, a_.core_timeout(), tag));
+        algorithms::CollectiveKind::kReduceScatter, in.tensor_data().data(),
+        const_cast<char*>(out.tensor_data().data()), static_cast<size_t>(elements), dt, a_.op,
+        Algorithm::kAuto, 0, a_.core_timeout(), tag));
     SubmitCrossWorker(ctx, std::move(done), "cross-worker reduce-scatter", comm,
                       InstanceStream(ctx, a_.instance_key), OpLabel("reducescatter", ctx),
-                      std::move(reqs), [keep = std::move(keep), out] {
-                        keep();
-                        count(CounterKind::kCrossWorkerOps);
-                      });
+                      std::move(reqs), [in, out] { count(CounterKind::kCrossWorkerOps); });
   }
 };
 
@@ -226,15 +220,9 @@ class AlltoallOp : public CommKernel {
                                         TensorShape({static_cast<int64_t>(total)}), &st->counts);
         return st->status.ok() ? const_cast<char*>(st->counts.tensor_data().data()) : nullptr;
       }
-      if (total % static_cast<uint64_t>(st->row_elems) != 0) {  // the tags agreed: not reached
-        st->status =
-            absl::InternalError("pytfcomm all-to-all: received " + std::to_string(total) +
-                                " elements, not whole rows of " + std::to_string(st->row_elems));
-        return nullptr;
-      }
-      TensorShape shape = st->row;
-      shape.InsertDim(0, static_cast<int64_t>(total) / st->row_elems);
-      st->status = AllocateOutputBuffer(ctx, st->dtype, shape, &st->out);
+      TensorShape shape;
+      st->status = WholeRows("all-to-all", total, st->row, &shape);
+      if (st->status.ok()) st->status = AllocateOutputBuffer(ctx, st->dtype, shape, &st->out);
       return st->status.ok() ? const_cast<char*>(st->out.tensor_data().data()) : nullptr;
     };
     std::vector<std::unique_ptr<Request>> reqs;

@@ -330,11 +330,17 @@ def _op_device(op: Any) -> str:
     return getattr(op, "device", None) or op.outputs[0].device
 
 
-@tf.RegisterGradient("PytfcommAllReduce")
-def _allreduce_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
+def _linear_reduce_op(op: tf.Operation, what: str) -> str:
+    """The op's reduce_op when it has a gradient (sum, mean); LookupError otherwise."""
     reduce_op = op.get_attr("reduce_op").decode()
     if reduce_op not in ("sum", "mean"):
-        raise LookupError(f"pytfcomm all-reduce with op {reduce_op!r} has no gradient")
+        raise LookupError(f"pytfcomm {what} with op {reduce_op!r} has no gradient")
+    return reduce_op
+
+
+@tf.RegisterGradient("PytfcommAllReduce")
+def _allreduce_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
+    reduce_op = _linear_reduce_op(op, "all-reduce")
     handle = op.get_attr("comm_handle")
     attrs = dict(
         reduce_op=reduce_op,

@@ -22,7 +22,15 @@ import tensorflow as tf
 from ..errors import InvalidArgumentError
 from . import _ops
 from ._ordering import ordered
-from .collectives import _HANDLE_COMMS, _dense, _op_device, _op_name, _timeout, check_dtype
+from .collectives import (
+    _HANDLE_COMMS,
+    _dense,
+    _linear_reduce_op,
+    _op_device,
+    _op_name,
+    _timeout,
+    check_dtype,
+)
 from .collectives import allgather as _allgather
 from .collectives import comm_handle as _comm_handle
 
@@ -162,9 +170,7 @@ def _splits(t: tf.Tensor, splits: Any, size: int) -> tf.Tensor:
 # -- gradients ---------------------------------------------------------------------------
 @tf.RegisterGradient("PytfcommReduceScatter")
 def _reduce_scatter_grad(op: tf.Operation, *grads: Any) -> list[tf.Tensor]:
-    reduce_op = op.get_attr("reduce_op").decode()
-    if reduce_op not in ("sum", "mean"):
-        raise LookupError(f"pytfcomm reduce-scatter with op {reduce_op!r} has no gradient")
+    reduce_op = _linear_reduce_op(op, "reduce-scatter")
     handle = op.get_attr("comm_handle")
     with tf.device(_op_device(op)):
         dys = _dense(grads, op.outputs)

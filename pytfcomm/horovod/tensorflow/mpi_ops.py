@@ -80,25 +80,24 @@ def reduce_op_name(op: Any) -> str:
     return _OP_NAMES[op]
 
 
-def _could_record() -> bool:
-    """Whether a gradient tape (or forward accumulator) could record an eager op now."""
-    try:
-        from tensorflow.python.eager import record
-    except ImportError:  # not in this TF: assume one could
+try:
+    from tensorflow.python.eager.record import could_possibly_record as _could_record
+except ImportError:  # not in this TF: assume a tape could always record
+
+    def _could_record() -> bool:
         return True
-    return bool(record.could_possibly_record())
 
 
 def _differentiable(fn: Any) -> Any:
-    """``tf.custom_gradient(fn)``, except eagerly while no tape could record: then
-    ``fn``'s outputs alone, without the 30-100 us per call that custom_gradient's
-    eager wrapper costs (nothing would take the gradient of that call anyway)."""
-    with_gradient = tf.custom_gradient(fn)
+    """``tf.custom_gradient(fn)``, except eagerly while no tape (or forward
+    accumulator) could record: then ``fn``'s outputs alone, without the 30-100 us
+    per call that custom_gradient's eager wrapper costs (nothing would take the
+    gradient of that call anyway)."""
 
     def call(*args: Any) -> Any:
         if tf.executing_eagerly() and not _could_record():
             return fn(*args)[0]
-        return with_gradient(*args)
+        return tf.custom_gradient(fn)(*args)
 
     return call
 

@@ -74,6 +74,8 @@ def test_reduce_scatter_and_alltoall(transport: str, n: int) -> None:
         assert o["a2a_indivisible"].startswith("InvalidArgumentError"), o["a2a_indivisible"]
         assert "must divide" in o["a2a_indivisible"], o["a2a_indivisible"]
         assert o["a2a_float_splits"].startswith("InvalidArgumentError"), o["a2a_float_splits"]
+        # Two threads per rank, started in a different order per rank: 20 right results.
+        assert o["threads"] == [True] * 20, (r, o["threads"])
         assert o["a2a_after"] == o["a2a_even"], r
 
 

@@ -54,6 +54,37 @@ def _error(fn) -> str:
     return "no error"
 
 
+def _two_threads(ptf, rank: int, size: int) -> list[bool]:
+    """Thread 'rs' runs 10 reduce-scatters, thread 'a2a' 10 all-to-alls, started in the
+    opposite order on odd ranks: calls meet their namesakes' on the other ranks (by
+    thread name), whatever order they reach the engine in. Each call's result checked."""
+    import threading
+
+    ok = {"rs": [], "a2a": []}
+
+    def rs() -> None:
+        for k in range(10):
+            got = ptf.reduce_scatter(data(rank, 7) + k).numpy()
+            ok["rs"].append(bool(np.array_equal(got, rs_expected(rank, size, 7, "sum") + size * k)))
+
+    def a2a() -> None:
+        mine = a2a_splits(rank, size)
+        want, got_splits = a2a_expected(rank, size)
+        for _ in range(10):
+            got, splits = ptf.alltoall(data(rank, sum(mine)), mine)
+            ok["a2a"].append(
+                bool(np.array_equal(got.numpy(), want)) and splits.numpy().tolist() == got_splits
+            )
+
+    threads = [threading.Thread(target=rs, name="rs"), threading.Thread(target=a2a, name="a2a")]
+    for t in threads if rank % 2 == 0 else threads[::-1]:
+        t.start()
+        time.sleep(0.05 * (rank % 2))
+    for t in threads:
+        t.join(timeout=120)
+    return ok["rs"] + ok["a2a"]
+
+
 def tf_scatter(rank: int, size: int, addr: str, big_rows: int) -> dict:
     """Every case of both ops on this rank; small results as lists, big ones as a check."""
     import tensorflow as tf
@@ -144,6 +175,7 @@ def tf_scatter(rank: int, size: int, addr: str, big_rows: int) -> dict:
         # Checked before anything is sent (every rank raises the same, none waits).
         out["a2a_indivisible"] = _error(lambda: ptf.alltoall(data(rank, 2 * size + 1)))
         out["a2a_float_splits"] = _error(lambda: ptf.alltoall(data(rank, 2), [0.5, 1.5]))
+        out["threads"] = _two_threads(ptf, rank, size)
         got, splits = ptf.alltoall(data(rank, 2 * size))
         out["a2a_after"] = [got.numpy().tolist(), splits.numpy().tolist()]
     finally:

@@ -37,6 +37,17 @@ def test_cond_and_while_loop(ranks, n):
         assert o["wrong"] == [], (r, o["wrong"])
 
 
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("n", WORKERS)
+def test_reduce_scatter_and_alltoall_in_control_flow(ranks, n, transport):
+    """Both in a tf.cond, in 4 parallel iterations of a tf.while_loop (2 MiB per
+    rank past the one-shot size, and small), and in a v1 graph in opposite orders."""
+    env = {**ENV, "PYTFCOMM_TRANSPORT": transport}
+    outs = ranks(n, "tf_order_workers:scatter_in_control_flow", 4, 1 << 17, timeout=300, env=env)
+    for r, o in enumerate(outs):
+        assert o["n_wrong"] == 0, (r, o["wrong"])
+
+
 @pytest.mark.parametrize("case", ["mixed_float16", "steps_per_execution"])
 @pytest.mark.parametrize("n", WORKERS)
 def test_keras_fit(ranks, n, case):

@@ -156,3 +156,103 @@ def keras_fit(rank: int, size: int, addr: str, tf_ports: list[int], case: str) -
         "finite": all(bool(np.all(np.isfinite(w))) for w in weights),
         "pid": os.getpid(),
     }
+
+
+def scatter_in_control_flow(rank: int, size: int, addr: str, steps: int, big_rows: int) -> dict:
+    """reduce_scatter and alltoall where each rank may issue them in its own order
+    (and all-reduce and all-gather in the loop):
+    in both branches of a tf.cond (decided by an all-reduce), in a tf.while_loop
+    whose 4 iterations run at once and reach the ops in reverse order on even
+    ranks (each iteration's results kept apart, scaled by its index, so iterations
+    paired across ranks wrongly show), and in a tf.compat.v1 graph: that loop, and
+    two ops whose inputs are delayed oppositely per rank, with 4 inter-op threads
+    and with 1."""
+    from scatter_workers import a2a_expected, a2a_splits, data, rs_expected
+
+    tf, ptf, comm = _init(rank, size, addr)
+    small = data(rank, 7)
+    big = data(rank, big_rows, 4)
+    mine = a2a_splits(rank, size)
+    a2a_in = data(rank, sum(mine))
+    want_rs = rs_expected(rank, size, 7, "sum")
+    want_big = rs_expected(rank, size, big_rows, "sum", 4)
+    want_a2a, want_splits = a2a_expected(rank, size)
+    want_ar = sum(data(p, 7) for p in range(size))
+    want_ag = np.concatenate([data(p, 7) for p in range(size)])
+
+    def stagger(scale):
+        s = int(scale)
+        time.sleep(0.04 * ((4 - s) if rank % 2 == 0 else (s - 1)))
+        return float(s)
+
+    def loop_of(small, big, a2a_in, splits):
+        """Iteration i (of 4, run at once) waits 40 ms * (3 - i) on even ranks and
+        40 ms * i on odd ones, then runs five collectives on its inputs times i + 1."""
+        arrays = [tf.TensorArray(tf.float32, size=4, infer_shape=False) for _ in range(5)]
+
+        def body(i, *arrays):
+            scale = tf.reshape(tf.py_function(stagger, [i + 1], tf.float32), [])
+            results = (
+                ptf.reduce_scatter(small * scale),
+                ptf.alltoall(a2a_in * scale, splits)[0],
+                ptf.reduce_scatter(big * scale),
+                ptf.allreduce(small * scale),
+                ptf.allgather(small * scale),
+            )
+            return (i + 1, *(a.write(i, y) for a, y in zip(arrays, results, strict=True)))
+
+        _, *arrays = tf.while_loop(
+            lambda i, *_: i < 4, body, [tf.constant(0), *arrays], parallel_iterations=4
+        )
+        return [a.stack() for a in arrays]
+
+    wrong: list = []
+
+    def check_loop(where, stacks) -> None:
+        wants = (
+            ("rs", want_rs),
+            ("a2a", want_a2a),
+            ("big", want_big),
+            ("allreduce", want_ar),
+            ("allgather", want_ag),
+        )
+        for (name, w), got in zip(wants, stacks, strict=True):
+            for i in range(4):
+                if not np.array_equal(np.asarray(got[i]), w * (i + 1)):
+                    wrong.append((*where, name, i))
+
+    @tf.function
+    def step(k, small, big, a2a_in, splits):
+        flag = ptf.allreduce(tf.reshape(tf.cast(k % 2, tf.float32), [1]), op="max")
+        branch = tf.cond(
+            flag[0] > 0,
+            lambda: ptf.reduce_scatter(small),
+            lambda: ptf.alltoall(a2a_in * 2.0, splits)[0],
+        )
+        return branch, loop_of(small, big, a2a_in, splits)
+
+    for k in range(steps):
+        branch, stacks = step(tf.constant(k), small, big, a2a_in, tf.constant(mine, tf.int64))
+        if not np.array_equal(branch.numpy(), want_rs if k % 2 else want_a2a * 2.0):
+            wrong.append(("cond", k))
+        check_loop(("function", k), [t.numpy() for t in stacks])
+
+    def slow(x, delay: float):
+        return tf.py_function(lambda t: (time.sleep(delay), t)[1], [x], tf.float32)
+
+    graph = tf.Graph()
+    with graph.as_default():
+        rs = ptf.reduce_scatter(slow(tf.constant(big), 0.3 if rank % 2 == 0 else 0.0))
+        a2a = ptf.alltoall(slow(tf.constant(a2a_in), 0.3 if rank % 2 == 1 else 0.0), mine)
+        loop = loop_of(tf.constant(small), tf.constant(big), tf.constant(a2a_in), mine)
+    for threads in (4, 1):
+        cfg = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=threads)
+        with tf.compat.v1.Session(graph=graph, config=cfg) as sess:
+            for it in range(3):
+                got_rs, (got_a2a, got_splits), got_loop = sess.run([rs, a2a, loop])
+                ok = np.array_equal(got_rs, want_big) and np.array_equal(got_a2a, want_a2a)
+                if not ok or got_splits.tolist() != want_splits:
+                    wrong.append(("graph", threads, it))
+                check_loop(("graph loop", threads, it), got_loop)
+    comm.close()
+    return {"wrong": wrong[:10], "n_wrong": len(wrong)}

@@ -15,6 +15,7 @@ import numpy as np
 from . import _cluster, _core, _dlpack
 from ._dtypes import algorithm_code, dtype_code, op_code
 from ._fusion import AllreduceHandle, as_array_list, check_fusion_bytes, list_tag
+from ._rows import padded_blocks, reduce_scatter_rows
 from .errors import ConfigError, InvalidArgumentError
 
 __all__ = ["Communicator", "default_communicator", "init"]
@@ -653,13 +654,20 @@ class Communicator:
         timeout: float | None = None,
         name: str | None = None,
     ) -> np.ndarray:
-        """Reduce ``x`` over all ranks; rank r gets the r-th of ``size`` equal parts
-        along axis 0 (``x.shape[0]`` must be divisible by ``size``)."""
+        """Reduce ``x`` over all ranks; rank r gets its share of the rows (axis 0).
+
+        ``x.shape[0]`` rows split by Horovod's rule (as ``pytfcomm.tf.reduce_scatter``):
+        ``rows // size`` each, the first ``rows % size`` ranks one more, in rank
+        order. Every rank passes the same shape and dtype (else
+        :class:`pytfcomm.MismatchError` on every rank). Rows that do not divide
+        evenly cost one copy of ``x`` into equal padded blocks. DLPack tensors (GPU)
+        need ``x.shape[0]`` divisible by ``size``."""
         if _dlpack.is_dlpack(x):
             if len(x.shape) == 0 or x.shape[0] % self.size:
                 raise InvalidArgumentError(
-                    f"reduce_scatter needs axis 0 divisible by the number of ranks "
-                    f"({self.size}), got shape {tuple(x.shape)}"
+                    f"reduce_scatter of a DLPack tensor needs axis 0 divisible by the "
+                    f"number of ranks ({self.size}), got shape {tuple(x.shape)}; pad it, "
+                    f"or pass a NumPy array (any number of rows)"
                 )
             shape = (int(x.shape[0]) // self.size, *x.shape[1:])
             kw = {"op": op, "timeout": timeout}
@@ -676,26 +684,34 @@ class Communicator:
             )
         x = _check_input(x)
         code = op_code(op)
-        if x.ndim == 0 or x.shape[0] % self.size:
-            raise InvalidArgumentError(
-                f"reduce_scatter needs axis 0 divisible by the number of ranks ({self.size}), "
-                f"got shape {x.shape}"
-            )
-        shape = (x.shape[0] // self.size, *x.shape[1:])
+        if x.ndim == 0:
+            raise InvalidArgumentError("reduce_scatter needs an array with at least one dimension")
+        shares = reduce_scatter_rows(x.shape[0], self.size)
+        row = x.shape[1:]
+        shape = (shares[self.rank], *row)
         out = (
             _new_output(shape, x.dtype)
             if out is None
             else _check_out(out, shape, x.dtype, x, in_place=False)
         )
+        part, whole = out, x
+        if x.shape[0] % self.size:
+            block = shares[0]
+            whole = _new_output((block * self.size, *row), x.dtype)
+            padded_blocks(x, shares, whole)
+            if shares[self.rank] != block:
+                part = np.empty((block, *row), x.dtype)
         self._core.reduce_scatter(
-            x,
-            out,
+            whole,
+            part,
             dtype_code(x.dtype),
             code,
             _timeout(timeout),
             shape_tag(x.shape),
             _check_name(name),
         )
+        if part is not out:
+            out[...] = part[: shares[self.rank]]
         return out
 
     def split(self, ranks: Sequence[int], *, timeout: float | None = None) -> Communicator | None:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from .._rows import reduce_scatter_rows
 from ..errors import InvalidArgumentError
 from . import _ops
 from ._ordering import ordered
@@ -35,12 +36,6 @@ from .collectives import allgather as _allgather
 from .collectives import comm_handle as _comm_handle
 
 __all__ = ["alltoall", "reduce_scatter", "reduce_scatter_rows"]
-
-
-def reduce_scatter_rows(rows: int, size: int) -> list[int]:
-    """The rows each rank gets of a first dimension ``rows`` split over ``size`` ranks
-    (Horovod's rule: ``rows // size`` each, the first ``rows % size`` ranks one more)."""
-    return [rows // size + (1 if r < rows % size else 0) for r in range(size)]
 
 
 def _one_tensor(tensor: Any, what: str) -> tf.Tensor:

@@ -6,6 +6,7 @@ import numpy as np
 import reference as ref
 
 import pytfcomm
+from pytfcomm._rows import reduce_scatter_rows
 
 
 def allreduce_matrix(
@@ -97,6 +98,18 @@ def other_collectives(rank: int, size: int, addr: str, counts: list[int]) -> dic
                     problem = ref.compare(y, want, 0.0)
                     if problem:
                         failures.append(f"reduce_scatter {dtype} {op} {count}: {problem}")
+                # Rows that do not divide evenly: Horovod's split, with and without out=.
+                rows = n + 1
+                shares = reduce_scatter_rows(rows, size)
+                first = sum(shares[:rank])
+                x = ref.make_input(dtype, "sum", rows, rank).astype(dt).reshape(rows, 1)
+                want = ref.expected(dtype, "sum", rows, size).reshape(rows, 1)
+                want = want[first : first + shares[rank]]
+                out = np.full((shares[rank], 1), 7, dt)
+                for y in (comm.reduce_scatter(x), comm.reduce_scatter(x, out=out)):
+                    problem = ref.compare(y, want, 0.0)
+                    if problem:
+                        failures.append(f"reduce_scatter uneven {dtype} {rows}: {problem}")
         comm.barrier()
         comm.barrier(timeout=10)
     return {"failures": failures, "digests": digests}

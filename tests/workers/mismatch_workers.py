@@ -60,6 +60,12 @@ def _reduce_scatter_op(comm: pytfcomm.Communicator, n: int) -> None:
     comm.reduce_scatter(np.ones(m, np.float32), op="min" if comm.rank == 1 else "sum")
 
 
+def _reduce_scatter_rows(comm: pytfcomm.Communicator, n: int) -> None:
+    # Rank 1 one row more: its rows no longer divide evenly (it pads), the others' do.
+    m = (n // comm.size) * comm.size + (comm.rank == 1)
+    comm.reduce_scatter(np.ones(m, np.float32))
+
+
 def _barrier_vs_allreduce(comm: pytfcomm.Communicator, n: int) -> None:
     if comm.rank == 1:
         comm.barrier()
@@ -128,6 +134,7 @@ KINDS = {
     "allgather_rows": _allgather_rows,
     "allgatherv_dtype": _allgatherv_dtype,
     "reduce_scatter_op": _reduce_scatter_op,
+    "reduce_scatter_rows": _reduce_scatter_rows,
     "barrier_vs_allreduce": _barrier_vs_allreduce,
     "fused_list": _fused_list,
     "fused_small": _fused_small,

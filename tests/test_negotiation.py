@@ -86,10 +86,18 @@ def test_overlapping_out_is_refused(n: int) -> None:
         assert res["in_place_ok"], (r, res)
 
 
-def test_forked_child_cannot_use_the_parents_communicator() -> None:
-    results = run_ranks(2, "negotiation_workers:fork_child_uses_parent_comm", timeout=60)
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_forked_child_cannot_use_the_parents_communicator(transport: str) -> None:
+    results = run_ranks(
+        2,
+        "negotiation_workers:fork_child_uses_parent_comm",
+        timeout=60,
+        env={"PYTFCOMM_TRANSPORT": transport},
+    )
     child = results[0]["child"]
-    assert child.startswith("CommClosedError") and "forked child" in child, child
+    assert len(child) == 8, child
+    for name, msg in child.items():
+        assert msg.startswith("CommClosedError") and "forked child" in msg, (name, msg)
     for r, res in enumerate(results):
         assert res["totals"] == [3.0] * 50, (r, res["totals"])
         assert res["big_ok"], r

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -170,19 +171,32 @@ def fork_child_uses_parent_comm(rank: int, size: int, addr: str) -> dict:
         if rank == 0:
             r, w = os.pipe()
             pid = os.fork()
-            if pid == 0:  # the child
+            if pid == 0:  # the child: every collective, small and past the one-shot size
                 os.close(r)
-                try:
-                    comm.allreduce(np.ones(10, np.float32))
-                    msg = "no error"
-                except pytfcomm.CommError as exc:
-                    msg = f"{type(exc).__name__}: {exc}"
-                os.write(w, msg.encode()[:4000])
+                x, big = np.ones(10, np.float32), np.ones(1 << 18, np.float32)
+                calls = {
+                    "allreduce": lambda: comm.allreduce(x),
+                    "allreduce_big": lambda: comm.allreduce(big),
+                    "allreduce_async": lambda: comm.allreduce_async(x).wait(timeout=10),
+                    "broadcast": lambda: comm.broadcast(big, root=0),
+                    "allgather": lambda: comm.allgather(x),
+                    "reduce_scatter": lambda: comm.reduce_scatter(big),
+                    "alltoall": lambda: comm.alltoall(np.ones((4, 3), np.float32)),
+                    "barrier": lambda: comm.barrier(),
+                }
+                msgs = {}
+                for name, call in calls.items():
+                    try:
+                        call()
+                        msgs[name] = "no error"
+                    except Exception as exc:  # whatever it is, the parent's test says
+                        msgs[name] = f"{type(exc).__name__}: {exc}"
+                os.write(w, json.dumps(msgs).encode())
                 os._exit(0)
             os.close(w)
             os.waitpid(pid, 0)
             with os.fdopen(r, "rb") as f:
-                child = f.read().decode()
+                child = json.loads(f.read().decode())
         totals = [float(comm.allreduce(np.full(10, rank + 1.0, np.float32))[0]) for _ in range(50)]
         big = comm.allreduce(np.full(1 << 18, rank + 1.0, np.float32))
         return {"child": child, "totals": totals, "big_ok": bool(np.all(big == 3.0))}

@@ -262,6 +262,10 @@ def cached_empty(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
 def output_cache_stats() -> dict[str, int]:
     """The output-buffer cache: ``hits``, ``misses``, ``idle_bytes``, ``in_use_bytes``."""
 
+def watch_sigint() -> bool:
+    """Put pytfcomm's SIGINT handler in front of Python's, once per process: Ctrl-C then
+    stops collectives that TF ops wait for (docs/reliability.md). True when installed now."""
+
 def shape_digest(shape: Sequence[int]) -> int:
     """zlib.crc32(repr(tuple(shape)).encode()): a collective's shape tag (also the fast path's)."""
 

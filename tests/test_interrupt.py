@@ -54,6 +54,44 @@ def test_ctrl_c_in_a_blocked_collective(transport: str, n: int) -> None:
     assert r1["seconds"] < 5, r1
 
 
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("case", ["eager_small", "function_large", "reduce_scatter", "alltoall"])
+def test_ctrl_c_in_a_tf_op(transport: str, case: str) -> None:
+    """TF's caller waits inside TensorFlow, where Python runs no signal handler, for
+    up to PYTFCOMM_TIMEOUT (600 s here); pytfcomm's SIGINT handler stops the op."""
+    pytest.importorskip("tensorflow")
+    with tempfile.TemporaryDirectory(prefix="pytfcomm-sigint-") as tmp:
+        workdir = Path(tmp)
+        procs, results, _ = start_ranks(
+            2,
+            "interrupt_workers:interrupted_tf_op",
+            case,
+            workdir=workdir,
+            env={"PYTFCOMM_TRANSPORT": transport, "PYTFCOMM_TIMEOUT": "600"},
+        )
+        t_sent = _signal_when_blocked(workdir, procs[0].pid)
+        deadline = time.monotonic() + 60
+        while not (workdir / "raised").exists():
+            assert time.monotonic() < deadline, "rank 0's op never returned"
+            time.sleep(0.01)
+        time.sleep(0.3)
+        os.kill(procs[0].pid, signal.SIGINT)  # nothing pending now: Python's own
+        outcomes = collect(procs, results, workdir, 90)
+    (ok0, r0), (ok1, r1) = outcomes[0], outcomes[1]
+    assert ok0 and ok1, outcomes
+    assert r0["type"] == "CancelledError", r0
+    assert "interrupted by the user (Ctrl-C)" in r0["message"], r0
+    assert "other ranks were told" in r0["message"], r0
+    assert r0["t_raised"] - t_sent < 1.5, r0["t_raised"] - t_sent
+    assert r0["closed"], r0
+    assert r0["second"] == "KeyboardInterrupt", r0
+    # At most one call pairs with what rank 0 asked before it gave up (and differs).
+    assert len(r1["before"]) <= 1 and all("rank 0 called" in m for m in r1["before"]), r1
+    assert r1["type"] == "PeerLostError", r1
+    assert "interrupted by the user" in r1["message"] and "rank 0" in r1["message"], r1
+    assert r1["seconds"] < 5, r1
+
+
 def test_ctrl_c_in_init() -> None:
     """Rank 0 of 2 waits in init() for a rank 1 that never comes."""
     with tempfile.TemporaryDirectory(prefix="pytfcomm-sigint-") as tmp:

@@ -19,6 +19,7 @@
 #include "bindings/gpu_bindings.h"
 #include "bindings/output_arrays.h"
 #include "bindings/params.h"
+#include "bindings/sigint_watch.h"
 #include "common/error.h"
 #include "common/reduce.h"
 #include "engine/communicator.h"
@@ -193,6 +194,7 @@ PYBIND11_MODULE(_core, m) {
 
   pytfcomm::bind_errors(m);
   pytfcomm::bind_codes(m);
+  pytfcomm::bind_sigint_watch(m);
 
   py::class_<Communicator, std::shared_ptr<Communicator>> comm_class(m, "Communicator");
   comm_class

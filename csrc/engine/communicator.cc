@@ -14,6 +14,7 @@
 #include "engine/external.h"
 #include "engine/fusion.h"
 #include "engine/thread_stream.h"
+#include "engine/user_interrupt.h"
 #include "observe/timeline.h"
 #include "transport/connect.h"
 
@@ -326,6 +327,9 @@ void Communicator::submit_async(std::vector<std::unique_ptr<Request>> reqs, uint
     for (auto& req : reqs) {
       Request* r = req.get();
       enqueue_locked(r, stream, true);
+      r->unattended = true;
+      unattended_.fetch_add(1);
+      note_unattended(1);
       r->label = label;
       r->label.append(" #");
       append_decimal(r->label, r->key.seq);

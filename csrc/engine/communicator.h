@@ -149,6 +149,12 @@ class Communicator {
   // background thread and back; never for external requests.
   void submit_async(std::vector<std::unique_ptr<Request>> reqs, uint64_t stream,
                     const std::string& label, bool may_drive = false);
+  // Ctrl-C while only submit_async requests (TF ops) wait, which no thread
+  // that runs the user's signal handlers attends (engine/user_interrupt.h):
+  // when some are pending, fail everything this communicator holds with
+  // kInterrupted, tell the peers and close, as an interrupted caller does.
+  // Returns whether there were any. Any thread; never blocks for long.
+  bool interrupt_unattended();
 
   // The algorithm "auto" would pick for an all-reduce of `bytes` (kOneShot:
   // within the negotiation round, when every rank asks in the same round).
@@ -273,8 +279,10 @@ class Communicator {
   std::atomic<int> sync_waiters_{0};   // synchronous callers waiting for the role
   std::atomic<int> async_pending_{0};  // asynchronous requests not finished
   std::atomic<bool> has_submitted_{false};
-  std::atomic<bool> closing_{false};    // close() waits for the driver to leave
-  std::atomic<bool> interrupt_{false};  // a waiting caller was interrupted
+  std::atomic<bool> closing_{false};           // close() waits for the driver to leave
+  std::atomic<bool> interrupt_{false};         // a waiting caller was interrupted
+  std::atomic<bool> interrupt_signal_{false};  // ... or Ctrl-C came while TF ops waited
+  std::atomic<int> unattended_{0};             // submit_async requests not finished
   bool closed_ = false;
   bool stop_ = false;    // the background thread must end
   std::string failure_;  // why the communicator was closed by an error

@@ -9,11 +9,14 @@
 // the same collectives in the same order, then the next round is armed.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "common/error.h"
+#include "common/interrupt.h"
 #include "common/logging.h"
 #include "engine/communicator.h"
 #include "engine/round_record.h"
+#include "engine/user_interrupt.h"
 #include "observe/timeline.h"
 
 namespace pytfcomm {
@@ -22,6 +25,14 @@ namespace {
 
 std::exception_ptr make_error(ErrorKind kind, const std::string& msg) {
   return std::make_exception_ptr(Error(kind, msg));
+}
+
+// The interrupt flag of the communicator this thread drives, for threads
+// with no interrupt check of their own (InterruptCheck takes no argument).
+thread_local const std::atomic<bool>* t_interrupt_flag = nullptr;
+
+bool interrupt_flag_set() {
+  return t_interrupt_flag != nullptr && t_interrupt_flag->load(std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -33,8 +44,13 @@ void Communicator::finish(Request* r, std::exception_ptr error) {
     owned = std::move(it->second);
     owned_.erase(it);
   }
+  const bool unattended = r->unattended;
   r->complete(error);  // a synchronous owner may destroy `r` from here on
   if (owned) async_pending_.fetch_sub(1);
+  if (unattended) {
+    unattended_.fetch_sub(1);
+    note_unattended(-1);
+  }
   // Under mu_: a caller that saw its request pending is then either asleep
   // (and counted in waiters_) or will see it done.
   std::lock_guard<std::mutex> lock(mu_);
@@ -329,12 +345,28 @@ void Communicator::run_decision(Decision& d) {
 }
 
 void Communicator::drive(const std::function<bool()>& done) {
+  // A thread with no interrupt check of its own (the background thread, a TF
+  // op's) stops its waits, data phases included, when interrupt_ is set.
+  std::optional<InterruptScope> scope;
+  const std::atomic<bool>* outer = t_interrupt_flag;
+  if (!interruptible()) {
+    t_interrupt_flag = &interrupt_;
+    scope.emplace(&interrupt_flag_set);
+  }
+  struct Restore {
+    const std::atomic<bool>* flag;
+    ~Restore() { t_interrupt_flag = flag; }
+  } restore{outer};
   while (!done()) {
     if (closing_.load(std::memory_order_relaxed)) return;  // close() fails what is left
     if (interrupt_.load(std::memory_order_relaxed)) {
-      fail(make_error(ErrorKind::kInterrupted,
-                      "interrupted by the user (a signal such as Ctrl-C) on another thread"),
-           ErrorKind::kInterrupted, "interrupted by the user (Ctrl-C)");
+      const char* why = interrupt_signal_.load()
+                            ? "interrupted by the user (Ctrl-C) while TF ops waited for their "
+                              "collectives; this communicator is closed and the other ranks "
+                              "were told"
+                            : "interrupted by the user (a signal such as Ctrl-C) on another thread";
+      fail(make_error(ErrorKind::kInterrupted, why), ErrorKind::kInterrupted,
+           "interrupted by the user (Ctrl-C)");
       return;
     }
     try {
@@ -348,6 +380,17 @@ void Communicator::drive(const std::function<bool()>& done) {
       return;
     }
   }
+}
+
+bool Communicator::interrupt_unattended() {
+  if (unattended_.load() == 0) return false;
+  interrupt_signal_.store(true);
+  interrupt_.store(true);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (transport_ && driving_) transport_->wake();
+  bg_cv_.notify_one();
+  if (waiters_ > 0) cv_.notify_all();
+  return true;
 }
 
 void Communicator::fail(const std::exception_ptr& error, ErrorKind kind, const std::string& what) {

@@ -34,4 +34,13 @@ std::shared_ptr<Communicator> find_communicator(int64_t handle) {
   return it == table().end() ? nullptr : it->second.lock();
 }
 
+std::vector<std::shared_ptr<Communicator>> live_communicators() {
+  std::lock_guard<std::mutex> lock(mu());
+  std::vector<std::shared_ptr<Communicator>> out;
+  for (auto& [h, weak] : table()) {
+    if (auto c = weak.lock()) out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace pytfcomm

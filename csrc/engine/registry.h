@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "engine/communicator.h"
 
@@ -15,5 +16,7 @@ int64_t register_communicator(const std::shared_ptr<Communicator>& comm);
 // The communicator with that handle, or null if it was never registered or
 // has been destroyed (the table holds weak pointers).
 std::shared_ptr<Communicator> find_communicator(int64_t handle);
+// Every registered communicator still alive.
+std::vector<std::shared_ptr<Communicator>> live_communicators();
 
 }  // namespace pytfcomm

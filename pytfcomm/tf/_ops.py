@@ -112,7 +112,20 @@ def _load() -> tuple[ModuleType, ctypes.CDLL]:
     clib.pytfcomm_tf_compiled_version.restype = ctypes.c_char_p
     if hasattr(clib, "pytfcomm_tf_gpu_kernels"):
         clib.pytfcomm_tf_gpu_kernels.restype = ctypes.c_int
+    _watch_sigint()
     return module, clib
+
+
+def _watch_sigint() -> None:
+    """Let Ctrl-C stop the collectives TF ops wait for (docs/reliability.md): their caller
+    waits inside TensorFlow, where Python runs no signal handler. Only while SIGINT
+    raises KeyboardInterrupt: a program's own SIGINT handler is left as it is."""
+    import signal
+
+    from .. import _core
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        _core.watch_sigint()
 
 
 class _KeyedOps:

@@ -22,6 +22,7 @@
 #include "engine/communicator.h"
 #include "engine/fusion.h"
 #include "engine/fusion_queue.h"
+#include "engine/user_interrupt.h"
 #include "test_util.h"
 
 namespace pytfcomm {
@@ -359,6 +360,67 @@ TEST(SubmitAsync, ZeroBudgetLeavesEverythingToTheEnginesThread) {
     submit_driven(comm, b, {5, 40000});
     check_driven(b, 2, comm.rank());
     for (const auto& id : b.done_on) EXPECT_NE(id, std::this_thread::get_id());
+  });
+}
+
+// Ctrl-C while only TF ops wait (bindings/sigint_watch.cc calls
+// interrupt_unattended_all()): the requests submit_async took fail with
+// kInterrupted at once, the communicator closes and the peer is told; with
+// nothing of the kind pending it does nothing.
+TEST(SubmitAsync, InterruptUnattendedFailsTheWaitingRequestsAndTellsThePeer) {
+  ScopedEnv budget("PYTFCOMM_ASYNC_DRIVE_US", "2000");
+  on_transports(2, [&](Communicator& comm) {
+    static std::atomic<bool> interrupted{false};
+    interrupted = false;
+    EXPECT_FALSE(comm.interrupt_unattended()) << "nothing pending";
+    if (comm.rank() == 0) {
+      std::vector<float> small(5, 1.0f), large(40000, 1.0f);
+      std::atomic<int> done{0}, kinds_ok{0};
+      std::vector<std::unique_ptr<Request>> reqs;
+      for (std::vector<float>* v : {&small, &large}) {
+        reqs.push_back(comm.make_request(algorithms::CollectiveKind::kAllreduce, v->data(),
+                                         v->data(), v->size(), DType::kFloat32, ReduceOp::kSum,
+                                         Algorithm::kAuto, 0, 60, 7));
+        reqs.back()->on_done = [&](std::exception_ptr e) {
+          try {
+            if (e) std::rethrow_exception(e);
+          } catch (const Error& err) {
+            if (err.kind() == ErrorKind::kInterrupted &&
+                std::string(err.what()).find("Ctrl-C") != std::string::npos) {
+              kinds_ok.fetch_add(1);
+            }
+          }
+          done.fetch_add(1);
+        };
+      }
+      comm.submit_async(std::move(reqs), 0x5eed, "waits", true);
+      EXPECT_EQ(unattended_waits(), 2);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      EXPECT_EQ(done.load(), 0) << "the peer never joins";
+      const auto t0 = std::chrono::steady_clock::now();
+      EXPECT_TRUE(comm.interrupt_unattended());
+      while (done.load() < 2 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      EXPECT_EQ(done.load(), 2);
+      EXPECT_EQ(kinds_ok.load(), 2);
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+      EXPECT_EQ(unattended_waits(), 0);
+      EXPECT_TRUE(comm.closed());
+      interrupted = true;
+    } else {
+      while (!interrupted.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::vector<float> v(5, 1.0f);
+      try {
+        comm.allreduce(v.data(), v.data(), v.size(), DType::kFloat32, ReduceOp::kSum,
+                       Algorithm::kAuto, 10);
+        ADD_FAILURE() << "the peer's collective succeeded";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kPeerLost) << e.what();
+        EXPECT_NE(std::string(e.what()).find("interrupted by the user"), std::string::npos)
+            << e.what();
+      }
+    }
   });
 }
 

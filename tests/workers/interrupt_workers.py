@@ -107,3 +107,67 @@ def stopped_peer(rank: int, size: int, addr: str, victim: int, busy: bool) -> di
     out["closed"] = comm.closed
     comm.close()
     return out
+
+
+def interrupted_tf_op(rank: int, size: int, addr: str, case: str) -> dict:
+    """Rank 0 runs a TF op whose collective rank 1 never joins; the test sends rank 0
+    SIGINT. TF's caller waits inside TensorFlow, where Python runs no signal handler:
+    the op must still fail at once (CancelledError saying so), the communicator
+    close and rank 1 learn why. A second SIGINT, with nothing pending, must raise
+    KeyboardInterrupt as ever."""
+    _ctrl_c_raises()
+    import tensorflow as tf
+
+    import pytfcomm.tf as ptf
+
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr)
+    ptf.set_default_communicator(comm)
+    small, large = tf.fill([16], 1.0), tf.fill([1 << 18], 1.0)
+    calls = {
+        "eager_small": lambda: ptf.allreduce(small),
+        "function_large": tf.function(lambda: ptf.allreduce(large)),
+        "reduce_scatter": tf.function(lambda: ptf.reduce_scatter(large)),
+        "alltoall": lambda: ptf.alltoall(large),
+    }
+    ptf.allreduce(tf.fill([4], 1.0))  # loads the op library, warms up
+    comm.barrier()
+    out: dict = {}
+    if rank == 0:
+        _mark("blocked0")
+        try:
+            calls[case]()
+            out["type"] = None
+        except tf.errors.CancelledError as exc:
+            out.update(_describe(exc))
+        except KeyboardInterrupt:
+            out["type"] = "KeyboardInterrupt"
+        out["t_raised"] = time.time()
+        out["closed"] = comm.closed
+        _mark("raised")
+        out["second"] = None
+        try:
+            end = time.time() + 20
+            while time.time() < end:
+                time.sleep(0.01)
+        except KeyboardInterrupt:
+            out["second"] = "KeyboardInterrupt"
+        return out
+    # Rank 1 arrives once rank 0 has given up. Over shared memory rank 0's record
+    # of the round it left may still be there: an eager op on the main thread
+    # has the key this call has, and differs (MismatchError); the next one learns.
+    deadline = time.time() + 30
+    while not Path("raised").exists() and time.time() < deadline:
+        time.sleep(0.02)
+    t0 = time.time()
+    out["before"] = []
+    for _ in range(2):
+        try:
+            comm.allreduce(np.ones(16, np.float32))
+            out["type"] = None
+        except pytfcomm.CommError as exc:
+            out.update(_describe(exc))
+        if out["type"] != "MismatchError":
+            break
+        out["before"].append(out["message"])
+    out["seconds"] = time.time() - t0
+    return out

@@ -266,6 +266,9 @@ def watch_sigint() -> bool:
     """Put pytfcomm's SIGINT handler in front of Python's, once per process: Ctrl-C then
     stops collectives that TF ops wait for (docs/reliability.md). True when installed now."""
 
+def unattended_waits() -> int:
+    """How many collectives submitted by TF ops are pending in this process."""
+
 def shape_digest(shape: Sequence[int]) -> int:
     """zlib.crc32(repr(tuple(shape)).encode()): a collective's shape tag (also the fast path's)."""
 

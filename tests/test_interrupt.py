@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _harness import collect, start_ranks
+from _harness import collect, free_port, start_ranks
 
 
 def _signal_when_blocked(workdir: Path, pid: int, wait: float = 0.5) -> float:
@@ -90,6 +90,31 @@ def test_ctrl_c_in_a_tf_op(transport: str, case: str) -> None:
     assert r1["type"] == "PeerLostError", r1
     assert "interrupted by the user" in r1["message"] and "rank 0" in r1["message"], r1
     assert r1["seconds"] < 5, r1
+
+
+def test_ctrl_c_in_keras_fit_waiting_for_a_stalled_worker() -> None:
+    """What a user does when a 2-worker fit hangs: Ctrl-C. fit raises on that worker at
+    once and on the other when it next reaches a collective, instead of both waiting
+    for PYTFCOMM_TIMEOUT."""
+    pytest.importorskip("tensorflow")
+    with tempfile.TemporaryDirectory(prefix="pytfcomm-sigint-") as tmp:
+        workdir = Path(tmp)
+        procs, results, _ = start_ranks(
+            2,
+            "interrupt_workers:interrupted_fit",
+            [free_port(), free_port()],
+            workdir=workdir,
+            env={"PYTFCOMM_TIMEOUT": "600"},
+        )
+        t_sent = _signal_when_blocked(workdir, procs[0].pid, wait=1.0)
+        outcomes = collect(procs, results, workdir, 180)
+    (ok0, r0), (ok1, r1) = outcomes[0], outcomes[1]
+    assert ok0 and ok1, outcomes
+    assert r0["type"] == "CancelledError", r0
+    assert "interrupted by the user (Ctrl-C)" in r0["message"], r0
+    assert r0["t_raised"] - t_sent < 1.5, r0["t_raised"] - t_sent
+    assert r1["type"] == "UnavailableError", r1  # PeerLostError's TF class
+    assert "interrupted by the user" in r1["message"], r1
 
 
 def test_ctrl_c_in_init() -> None:

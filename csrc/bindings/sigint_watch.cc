@@ -98,6 +98,8 @@ void bind_sigint_watch(pybind11::module_& m) {
       "watch_sigint", [] { return install(); },
       "Put pytfcomm's SIGINT handler in front of Python's, once per process: Ctrl-C then "
       "stops collectives that TF ops wait for (docs/reliability.md). True when installed now.");
+  m.def("unattended_waits", &unattended_waits,
+        "How many collectives submitted by TF ops are pending in this process.");
 }
 
 }  // namespace pytfcomm

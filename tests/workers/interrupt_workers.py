@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +22,19 @@ def _mark(name: str) -> None:
     tmp = Path(f"{name}.{os.getpid()}.tmp")
     tmp.write_text(repr(time.time()))
     os.replace(tmp, name)
+
+
+def _mark_when_a_tf_collective_waits() -> None:
+    """Mark "blocked0" once a TF op's collective is pending (not before: a SIGINT while
+    TF still traces or dispatches is Python's KeyboardInterrupt, rightly)."""
+
+    def poll() -> None:
+        end = time.time() + 120
+        while pytfcomm._core.unattended_waits() == 0 and time.time() < end:
+            time.sleep(0.005)
+        _mark("blocked0")
+
+    threading.Thread(target=poll, daemon=True).start()
 
 
 def _ctrl_c_raises() -> None:
@@ -133,7 +147,7 @@ def interrupted_tf_op(rank: int, size: int, addr: str, case: str) -> dict:
     comm.barrier()
     out: dict = {}
     if rank == 0:
-        _mark("blocked0")
+        _mark_when_a_tf_collective_waits()
         try:
             calls[case]()
             out["type"] = None
@@ -170,4 +184,57 @@ def interrupted_tf_op(rank: int, size: int, addr: str, case: str) -> dict:
             break
         out["before"].append(out["message"])
     out["seconds"] = time.time() - t0
+    return out
+
+
+def interrupted_fit(rank: int, size: int, addr: str, tf_ports: list[int]) -> dict:
+    """Keras fit under pytfcomm.MultiWorkerMirroredStrategy; rank 1 stalls in a callback
+    at the third step of the second epoch (alive, heartbeats going: nothing times out
+    for PYTFCOMM_TIMEOUT) and rank 0's step waits in its gradient all-reduce; the test
+    sends rank 0 SIGINT. fit must raise at once on rank 0 and, once rank 1 goes on,
+    on rank 1 too, each saying why."""
+    _ctrl_c_raises()
+    from multiworker_workers import GLOBAL_BATCH, _data, _loss, _model, _set_tf_config
+
+    _set_tf_config(rank, tf_ports, addr)
+    import keras
+    import tensorflow as tf
+
+    strategy = pytfcomm.MultiWorkerMirroredStrategy()
+    x, y = _data()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(GLOBAL_BATCH)
+
+    class Stall(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.epoch = 0
+
+        def on_epoch_begin(self, epoch, logs=None) -> None:
+            self.epoch = epoch
+
+        def on_train_batch_begin(self, batch, logs=None) -> None:
+            if self.epoch != 1 or batch != 2:
+                return
+            if rank == 0:
+                _mark_when_a_tf_collective_waits()  # this step's all-reduce waits for rank 1
+                return
+            end = time.time() + 60
+            while not Path("raised").exists() and time.time() < end:
+                time.sleep(0.02)
+
+    with strategy.scope():
+        model = _model(keras)
+        model.compile(keras.optimizers.SGD(0.1), _loss(keras))
+    out: dict = {"type": None}
+    t0 = time.time()
+    try:
+        model.fit(ds, epochs=3, steps_per_epoch=4, verbose=0, callbacks=[Stall()])
+    except KeyboardInterrupt:
+        out["type"] = "KeyboardInterrupt"
+    except Exception as exc:  # whatever fit raised, reported to the test as is
+        out.update(_describe(exc))
+    out["t_raised"] = time.time()
+    out["seconds"] = out["t_raised"] - t0
+    if rank == 0:
+        _mark("raised")
     return out

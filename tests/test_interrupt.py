@@ -87,7 +87,11 @@ def test_ctrl_c_in_a_tf_op(transport: str, case: str) -> None:
     assert r0["second"] == "KeyboardInterrupt", r0
     # At most one call pairs with what rank 0 asked before it gave up (and differs).
     assert len(r1["before"]) <= 1 and all("rank 0 called" in m for m in r1["before"]), r1
-    assert r1["type"] == "PeerLostError", r1
+    # Rank 1's call learns it (PeerLostError), or its engine thread already had and closed
+    # the communicator (CommClosedError naming that loss).
+    assert r1["type"] in ("PeerLostError", "CommClosedError"), r1
+    if r1["type"] == "CommClosedError":
+        assert "closed after an earlier error: peer lost" in r1["message"], r1
     assert "interrupted by the user" in r1["message"] and "rank 0" in r1["message"], r1
     assert r1["seconds"] < 5, r1
 

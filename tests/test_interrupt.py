@@ -49,7 +49,10 @@ def test_ctrl_c_in_a_blocked_collective(transport: str, n: int) -> None:
     # The peer is told why, at once: at its first call, or, when rank 0's input
     # had already reached it, after that call completed with the right sum.
     assert r1["results"] in ([], [2.0]), r1
-    assert r1["type"] == "PeerLostError", r1
+    # ... or its engine thread heard first and closed the communicator (naming the loss).
+    assert r1["type"] in ("PeerLostError", "CommClosedError"), r1
+    if r1["type"] == "CommClosedError":
+        assert "closed after an earlier error: peer lost" in r1["message"], r1
     assert "interrupted by the user" in r1["message"] and "rank 0" in r1["message"], r1
     assert r1["seconds"] < 5, r1
 

@@ -27,6 +27,17 @@ def _signal_when_blocked(workdir: Path, pid: int, wait: float = 0.5) -> float:
     return t
 
 
+def _assert_told_of_the_interrupt(peer: dict) -> None:
+    """Rank 1's call learns that rank 0 was interrupted (PeerLostError), or its engine
+    thread already had and closed the communicator (CommClosedError naming that loss);
+    either way within a few seconds."""
+    assert peer["type"] in ("PeerLostError", "CommClosedError"), peer
+    if peer["type"] == "CommClosedError":
+        assert "closed after an earlier error: peer lost" in peer["message"], peer
+    assert "interrupted by the user" in peer["message"] and "rank 0" in peer["message"], peer
+    assert peer["seconds"] < 5, peer
+
+
 @pytest.mark.parametrize("transport", ["tcp", "shm"])
 @pytest.mark.parametrize("n", [16, 1 << 18], ids=["small", "large"])
 def test_ctrl_c_in_a_blocked_collective(transport: str, n: int) -> None:
@@ -49,12 +60,7 @@ def test_ctrl_c_in_a_blocked_collective(transport: str, n: int) -> None:
     # The peer is told why, at once: at its first call, or, when rank 0's input
     # had already reached it, after that call completed with the right sum.
     assert r1["results"] in ([], [2.0]), r1
-    # ... or its engine thread heard first and closed the communicator (naming the loss).
-    assert r1["type"] in ("PeerLostError", "CommClosedError"), r1
-    if r1["type"] == "CommClosedError":
-        assert "closed after an earlier error: peer lost" in r1["message"], r1
-    assert "interrupted by the user" in r1["message"] and "rank 0" in r1["message"], r1
-    assert r1["seconds"] < 5, r1
+    _assert_told_of_the_interrupt(r1)
 
 
 @pytest.mark.parametrize("transport", ["tcp", "shm"])
@@ -90,13 +96,7 @@ def test_ctrl_c_in_a_tf_op(transport: str, case: str) -> None:
     assert r0["second"] == "KeyboardInterrupt", r0
     # At most one call pairs with what rank 0 asked before it gave up (and differs).
     assert len(r1["before"]) <= 1 and all("rank 0 called" in m for m in r1["before"]), r1
-    # Rank 1's call learns it (PeerLostError), or its engine thread already had and closed
-    # the communicator (CommClosedError naming that loss).
-    assert r1["type"] in ("PeerLostError", "CommClosedError"), r1
-    if r1["type"] == "CommClosedError":
-        assert "closed after an earlier error: peer lost" in r1["message"], r1
-    assert "interrupted by the user" in r1["message"] and "rank 0" in r1["message"], r1
-    assert r1["seconds"] < 5, r1
+    _assert_told_of_the_interrupt(r1)
 
 
 def test_ctrl_c_in_keras_fit_waiting_for_a_stalled_worker() -> None:

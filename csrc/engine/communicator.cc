@@ -300,7 +300,10 @@ void Communicator::enqueue_locked(Request* r, uint64_t stream, bool owned, Strea
   if (timeline_) r->submit_ns = Timeline::now_ns();
   submitted_.push_back(r);
   has_submitted_.store(true, std::memory_order_release);
-  if (owned) async_pending_.fetch_add(1);
+  if (owned) {  // only submit_async's (TF ops'): engine/user_interrupt.h
+    async_pending_.fetch_add(1);
+    note_unattended(1);
+  }
 }
 
 void Communicator::submit_async(std::vector<std::unique_ptr<Request>> reqs, uint64_t stream,
@@ -327,9 +330,6 @@ void Communicator::submit_async(std::vector<std::unique_ptr<Request>> reqs, uint
     for (auto& req : reqs) {
       Request* r = req.get();
       enqueue_locked(r, stream, true);
-      r->unattended = true;
-      unattended_.fetch_add(1);
-      note_unattended(1);
       r->label = label;
       r->label.append(" #");
       append_decimal(r->label, r->key.seq);

@@ -149,7 +149,7 @@ class Communicator {
   // background thread and back; never for external requests.
   void submit_async(std::vector<std::unique_ptr<Request>> reqs, uint64_t stream,
                     const std::string& label, bool may_drive = false);
-  // Ctrl-C while only submit_async requests (TF ops) wait, which no thread
+  // Ctrl-C while submit_async requests (TF ops) wait, which no thread
   // that runs the user's signal handlers attends (engine/user_interrupt.h):
   // when some are pending, fail everything this communicator holds with
   // kInterrupted, tell the peers and close, as an interrupted caller does.
@@ -282,7 +282,6 @@ class Communicator {
   std::atomic<bool> closing_{false};           // close() waits for the driver to leave
   std::atomic<bool> interrupt_{false};         // a waiting caller was interrupted
   std::atomic<bool> interrupt_signal_{false};  // ... or Ctrl-C came while TF ops waited
-  std::atomic<int> unattended_{0};             // submit_async requests not finished
   bool closed_ = false;
   bool stop_ = false;    // the background thread must end
   std::string failure_;  // why the communicator was closed by an error

@@ -35,6 +35,15 @@ bool interrupt_flag_set() {
   return t_interrupt_flag != nullptr && t_interrupt_flag->load(std::memory_order_relaxed);
 }
 
+// Makes `flag` the calling thread's interrupt check while it drives.
+struct FlagCheck {
+  explicit FlagCheck(const std::atomic<bool>* flag) : scope(&interrupt_flag_set) {
+    t_interrupt_flag = flag;
+  }
+  ~FlagCheck() { t_interrupt_flag = nullptr; }
+  InterruptScope scope;
+};
+
 }  // namespace
 
 void Communicator::finish(Request* r, std::exception_ptr error) {
@@ -44,11 +53,9 @@ void Communicator::finish(Request* r, std::exception_ptr error) {
     owned = std::move(it->second);
     owned_.erase(it);
   }
-  const bool unattended = r->unattended;
   r->complete(error);  // a synchronous owner may destroy `r` from here on
-  if (owned) async_pending_.fetch_sub(1);
-  if (unattended) {
-    unattended_.fetch_sub(1);
+  if (owned) {
+    async_pending_.fetch_sub(1);
     note_unattended(-1);
   }
   // Under mu_: a caller that saw its request pending is then either asleep
@@ -347,16 +354,8 @@ void Communicator::run_decision(Decision& d) {
 void Communicator::drive(const std::function<bool()>& done) {
   // A thread with no interrupt check of its own (the background thread, a TF
   // op's) stops its waits, data phases included, when interrupt_ is set.
-  std::optional<InterruptScope> scope;
-  const std::atomic<bool>* outer = t_interrupt_flag;
-  if (!interruptible()) {
-    t_interrupt_flag = &interrupt_;
-    scope.emplace(&interrupt_flag_set);
-  }
-  struct Restore {
-    const std::atomic<bool>* flag;
-    ~Restore() { t_interrupt_flag = flag; }
-  } restore{outer};
+  std::optional<FlagCheck> check;
+  if (!interruptible()) check.emplace(&interrupt_);
   while (!done()) {
     if (closing_.load(std::memory_order_relaxed)) return;  // close() fails what is left
     if (interrupt_.load(std::memory_order_relaxed)) {
@@ -383,7 +382,7 @@ void Communicator::drive(const std::function<bool()>& done) {
 }
 
 bool Communicator::interrupt_unattended() {
-  if (unattended_.load() == 0) return false;
+  if (async_pending_.load() == 0) return false;
   interrupt_signal_.store(true);
   interrupt_.store(true);
   std::lock_guard<std::mutex> lock(mu_);

@@ -98,9 +98,6 @@ class Request {
   double timeout_s = 0;        // resolved (> 0)
   TimePoint deadline = TimePoint::max();
   int64_t submit_ns = 0;  // for the timeline
-  // Submitted by submit_async (a TF op): no caller thread waits on it that
-  // could run the user's signal handlers (engine/user_interrupt.h).
-  bool unattended = false;
   // Called once with the outcome (null: success), on the thread that drives
   // the engine, before complete() returns. Must not throw or block.
   std::function<void(std::exception_ptr)> on_done;

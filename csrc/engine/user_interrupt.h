@@ -7,7 +7,8 @@
 
 namespace pytfcomm {
 
-// Counts requests submitted with Communicator::submit_async until they finish.
+// Counts requests submitted with Communicator::submit_async (the engine's
+// asynchronous ones) until they finish.
 void note_unattended(int delta);
 // How many are pending in this process. Async-signal-safe.
 int unattended_waits();

@@ -24,6 +24,13 @@ def _mark(name: str) -> None:
     os.replace(tmp, name)
 
 
+def _wait_for(name: str, seconds: float = 30) -> None:
+    """Until another rank has _mark()ed ``name`` (or ``seconds`` passed)."""
+    deadline = time.time() + seconds
+    while not Path(name).exists() and time.time() < deadline:
+        time.sleep(0.02)
+
+
 def _mark_when_a_tf_collective_waits() -> None:
     """Mark "blocked0" once a TF op's collective is pending (not before: a SIGINT while
     TF still traces or dispatches is Python's KeyboardInterrupt, rightly)."""
@@ -66,9 +73,7 @@ def interrupted_collective(rank: int, size: int, addr: str, n: int) -> dict:
     # Rank 1 arrives once rank 0 has given up. Rank 0's input may already be
     # with the others (a small one travels with its negotiation record): then
     # this call completes with the right sum, and the next one learns.
-    deadline = time.time() + 30
-    while not Path("raised").exists() and time.time() < deadline:
-        time.sleep(0.02)
+    _wait_for("raised")
     t0 = time.time()
     out["results"] = []
     try:
@@ -169,9 +174,7 @@ def interrupted_tf_op(rank: int, size: int, addr: str, case: str) -> dict:
     # Rank 1 arrives once rank 0 has given up. Over shared memory rank 0's record
     # of the round it left may still be there: an eager op on the main thread
     # has the key this call has, and differs (MismatchError); the next one learns.
-    deadline = time.time() + 30
-    while not Path("raised").exists() and time.time() < deadline:
-        time.sleep(0.02)
+    _wait_for("raised")
     t0 = time.time()
     out["before"] = []
     for _ in range(2):
@@ -218,9 +221,7 @@ def interrupted_fit(rank: int, size: int, addr: str, tf_ports: list[int]) -> dic
             if rank == 0:
                 _mark_when_a_tf_collective_waits()  # this step's all-reduce waits for rank 1
                 return
-            end = time.time() + 60
-            while not Path("raised").exists() and time.time() < end:
-                time.sleep(0.02)
+            _wait_for("raised", 60)
 
     with strategy.scope():
         model = _model(keras)

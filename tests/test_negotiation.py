@@ -47,17 +47,27 @@ def test_named_collectives_meet_in_any_order(transport: str) -> None:
         assert res["errors"] == [] and res["out"] == want, (r, res)
 
 
-def test_two_threads_of_one_name_are_refused() -> None:
-    """Two live threads named alike would share one numbering, so their calls
-    could pair with either thread's on the other rank: the second one in a call
-    at the same time is refused with what to do, and the first one is not
-    disturbed."""
-    r0, r1 = run_ranks(2, "negotiation_workers:same_thread_name_twice", timeout=120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("size", SIZES, ids=list(SIZES))
+@pytest.mark.parametrize("how", ["thread_name", "name"])
+def test_two_threads_in_one_stream_are_refused(how: str, size: str, transport: str) -> None:
+    """Two live threads named alike, or two threads passing one name=, would share
+    one numbering, so their calls could pair with either thread's on the other
+    rank: the second one in a call at the same time is refused with what to do,
+    the first one is not disturbed, and the stream goes on in step."""
+    r0, r1 = run_ranks(
+        2, "negotiation_workers:same_stream_twice", how, transport, SIZES[size], timeout=120
+    )
     assert len(r0["errors"]) == 1, r0
-    assert r0["errors"][0].startswith("InvalidArgumentError"), r0
-    assert "two threads named 'twin'" in r0["errors"][0], r0
-    assert "threading.Thread(name=...)" in r0["errors"][0], r0
-    assert r0["sums"] == [2.0] and r1 == {"errors": [], "sums": [2.0]}, (r0, r1)
+    err = r0["errors"][0]
+    assert err.startswith("InvalidArgumentError"), r0
+    if how == "thread_name":
+        assert "two threads named 'twin'" in err and "threading.Thread(name=...)" in err, r0
+    else:
+        assert "two threads call collectives named 'grads'" in err, r0
+        assert "give each thread's calls their own name" in err, r0
+    assert r0["sums"] == [3.0] and r0["after"] == 2.0, r0
+    assert r1 == {"errors": [], "sums": [3.0], "after": 2.0}, r1
 
 
 def test_unmatched_collective_times_out_alone_and_the_communicator_stays_usable() -> None:

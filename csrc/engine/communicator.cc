@@ -418,9 +418,18 @@ void Communicator::run_requests(Request* const* rs, size_t n, const CallKey* key
     std::lock_guard<std::mutex> lock(mu_);
     StreamState& st = streams_[stream];  // node-based: stays put
     const std::thread::id me = std::this_thread::get_id();
-    if (!named && st.active > 0 && st.user != me) {
-      // Two threads of one name would share one numbering: their calls
-      // could pair with either thread's calls on the other ranks.
+    if (st.active > 0 && st.user != me) {
+      // Two threads calling in one stream at once (two threads of one name,
+      // or one name= from two threads) share one numbering: which of them is
+      // the n-th call depends on timing, so their calls could pair with
+      // either thread's calls on the other ranks. Horovod refuses a name
+      // already in flight likewise.
+      if (named) {
+        PTC_THROW(kInvalidArgument, "two threads call collectives named '", key->name,
+                  "' on this communicator at once; calls of one name are matched across ranks "
+                  "by name and call count, so which thread's call pairs with which on the "
+                  "other ranks would depend on timing: give each thread's calls their own name");
+      }
       PTC_THROW(kInvalidArgument, "two threads named '", ts.name,
                 "' call collectives on this communicator at once; collectives are matched "
                 "across ranks by thread name and call count, so give each thread its own "
@@ -436,11 +445,9 @@ void Communicator::run_requests(Request* const* rs, size_t n, const CallKey* key
       append_decimal(r.label, r.key.seq);
       if (!named) r.label.append(" of ").append(ts.name);
     }
-    if (!named) {
-      st.user = me;
-      ++st.active;
-      in_use = &st;
-    }
+    st.user = me;
+    ++st.active;
+    in_use = &st;
   }
   await(rs, n, in_use);
   for (size_t i = 0; i < n; ++i) {

@@ -67,25 +67,32 @@ def named_out_of_order(rank: int, size: int, addr: str, transport: str) -> dict:
     return {"out": out, "errors": errors}
 
 
-def same_thread_name_twice(rank: int, size: int, addr: str) -> dict:
-    """Two live threads of one name on one communicator: refused, not guessed.
+def same_stream_twice(
+    rank: int, size: int, addr: str, how: str, transport: str, count: int
+) -> dict:
+    """Two threads calling in one stream at once: refused, not guessed.
 
-    On rank 0 a thread named 'twin' waits in an all-reduce (rank 1 joins 3 s
-    later) while a second 'twin' calls one: that call must be refused at once.
-    The first then meets rank 1's and both get the right sum."""
-    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+    ``how`` is "thread_name" (two live threads named 'twin', no name=) or
+    "name" (threads 'a' and 'b', both passing name="grads"). On rank 0 the first
+    thread waits in an all-reduce of ``count`` floats (rank 1 joins 3 s later)
+    while the second calls one in the same stream: that call must be refused at
+    once. The first then meets rank 1's and both get the right sum."""
+    with pytfcomm.init(rank=rank, size=size, addr=addr, transport=transport) as comm:
         errors: list[str] = []
         sums: list[float] = []
+        kw = {"name": "grads"} if how == "name" else {}
 
         def work() -> None:
             try:
-                sums.append(float(comm.allreduce(np.ones(10, np.float32), timeout=20)[0]))
+                y = comm.allreduce(np.full(count, rank + 1, np.float32), timeout=20, **kw)
+                sums.append(float(y[0]) if np.all(y == y[0]) else -1.0)
             except pytfcomm.CommError as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
 
-        threads = [threading.Thread(target=work, name="twin")]
+        names = ["twin", "twin"] if how == "thread_name" else ["a", "b"]
+        threads = [threading.Thread(target=work, name=names[0])]
         if rank == 0:
-            threads.append(threading.Thread(target=work, name="twin"))
+            threads.append(threading.Thread(target=work, name=names[1]))
         else:
             time.sleep(3.0)
         threads[0].start()
@@ -94,7 +101,9 @@ def same_thread_name_twice(rank: int, size: int, addr: str) -> dict:
             threads[1].start()
         for th in threads:
             th.join()
-        return {"errors": errors, "sums": sums}
+        # The refused call left nothing behind: the stream goes on in step.
+        after = comm.allreduce(np.ones(count, np.float32), timeout=20, **kw)
+        return {"errors": errors, "sums": sums, "after": float(after[-1])}
 
 
 def unmatched_then_usable(rank: int, size: int, addr: str) -> dict:

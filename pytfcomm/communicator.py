@@ -168,23 +168,22 @@ def _check_splits(splits: object, size: int, rows: int) -> np.ndarray:
 class Communicator:
     """The ranks of one job, connected, and the collectives between them.
 
-    Create one with :func:`pytfcomm.init`. Collectives are matched across ranks
-    per thread: the n-th collective a thread named ``X`` calls pairs with the
-    n-th collective of the thread named ``X`` on every other rank (threads of
-    an SPMD program get the same names everywhere: ``MainThread``, ``Thread-1``,
-    ...), or, with ``name=``, the n-th call under that name on any thread. So
-    several threads may use one communicator at once, in any order relative to
-    each other; two threads of one name, or two threads passing one ``name=``,
-    in calls at the same time get :class:`pytfcomm.InvalidArgumentError` (which
-    call would pair with which elsewhere would depend on timing). Every rank
-    must make the same call (kind, dtype, shape, op, root) for each key;
-    otherwise every rank raises :class:`pytfcomm.MismatchError` before any data
-    moves and the communicator stays usable (docs/negotiation.md). All calls block until this rank's part
-    is done and release the GIL meanwhile; Ctrl-C interrupts a wait (the
-    communicator is then closed, and its peers told). After a lost or silent
-    peer or a failed transfer the communicator is closed on every rank. A
-    communicator belongs to the process that created it: a forked child must
-    call :func:`init` for its own.
+    Create one with :func:`pytfcomm.init`. Collectives are matched across ranks per
+    thread: the n-th collective a thread named ``X`` calls pairs with the n-th
+    collective of the thread named ``X`` on every other rank (threads of an SPMD program
+    get the same names everywhere: ``MainThread``, ``Thread-1``, ...), or, with
+    ``name=``, the n-th call under that name on any thread. So several threads may use
+    one communicator at once, in any order relative to each other; two threads of one
+    name, or two threads passing one ``name=``, in calls at the same time get
+    :class:`pytfcomm.InvalidArgumentError` (which call would pair with which elsewhere
+    would depend on timing). Every rank must make the same call (kind, dtype, shape, op,
+    root) for each key; otherwise every rank raises :class:`pytfcomm.MismatchError`
+    before any data moves and the communicator stays usable (docs/negotiation.md). All
+    calls block until this rank's part is done and release the GIL meanwhile; Ctrl-C
+    interrupts a wait (the communicator is then closed, and its peers told). After a
+    lost or silent peer or a failed transfer the communicator is closed on every rank. A
+    communicator belongs to the process that created it: a forked child must call
+    :func:`init` for its own.
     """
 
     def __init__(

@@ -61,3 +61,22 @@ def test_keras_fit(ranks, n, case):
     if case == "mixed_float16":
         assert outs[0]["optimizer"] == "LossScaleOptimizer", outs[0]
     assert outs[0]["loss"][-1] < outs[0]["loss"][0], outs[0]["loss"]
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("n", [16, 300_000], ids=["small", "large"])
+def test_one_function_from_two_threads_is_refused(ranks, n, transport):
+    """The same tf.function called from two threads at once: its second execution
+    gets InvalidArgumentError saying what to do, the first still gets the right sum,
+    and the op's next execution pairs rightly on both workers."""
+    r0, r1 = ranks(
+        2, "tf_order_workers:one_function_from_two_threads", transport, n, timeout=300, env=ENV
+    )
+    assert r0["waiting"], r0
+    assert len(r0["errors"]) == 1, r0
+    err = r0["errors"][0]
+    assert err.startswith("InvalidArgumentError"), r0
+    assert "another execution of it still waits" in err, r0
+    assert "give each thread its own tf.function" in err, r0
+    assert r0["sums"] == {"warm": 3.0, "a": 11.0, "after": 3.0}, r0
+    assert r1 == {"sums": {"warm": 3.0, "a": 11.0, "after": 3.0}, "errors": [], "waiting": True}

@@ -327,9 +327,22 @@ void Communicator::submit_async(std::vector<std::unique_ptr<Request>> reqs, uint
   {
     std::lock_guard<std::mutex> lock(mu_);
     check_usable_locked();
+    StreamState& st = streams_[stream];
+    if (st.unattended > 0) {
+      // A TF op's executions run one after another (each finishes before
+      // the next starts), every loop iteration in a stream of its own. One
+      // still waiting here means two at once, e.g. one tf.function called
+      // from two threads: which of them is the n-th would depend on timing.
+      PTC_THROW(kInvalidArgument, "'", label,
+                "' started while another execution of it still waits for its collectives (the "
+                "same tf.function or graph run from two threads at once?); executions of an op "
+                "are matched across workers by their count, so which would pair with which "
+                "would depend on timing: give each thread its own tf.function");
+    }
+    st.unattended += static_cast<int>(reqs.size());
     for (auto& req : reqs) {
       Request* r = req.get();
-      enqueue_locked(r, stream, true);
+      enqueue_locked(r, stream, true, &st);
       r->label = label;
       r->label.append(" #");
       append_decimal(r->label, r->key.seq);

@@ -191,6 +191,7 @@ class Communicator {
     uint64_t next = 0;
     std::thread::id user;
     int active = 0;
+    int unattended = 0;  // submit_async's requests (TF ops') not finished
   };
   // Called with mu_ held: checks the communicator can take a request,
   // gives it its key and queues it for the driver.

@@ -53,6 +53,12 @@ void Communicator::finish(Request* r, std::exception_ptr error) {
     owned = std::move(it->second);
     owned_.erase(it);
   }
+  if (owned) {
+    // Before complete(): its callback may let TF start the op's next
+    // execution, which must find this one gone (submit_async).
+    std::lock_guard<std::mutex> lock(mu_);
+    --streams_[r->key.stream].unattended;
+  }
   r->complete(error);  // a synchronous owner may destroy `r` from here on
   if (owned) {
     async_pending_.fetch_sub(1);

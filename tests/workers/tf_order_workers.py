@@ -256,3 +256,50 @@ def scatter_in_control_flow(rank: int, size: int, addr: str, steps: int, big_row
                 check_loop(("graph loop", threads, it), got_loop)
     comm.close()
     return {"wrong": wrong[:10], "n_wrong": len(wrong)}
+
+
+def one_function_from_two_threads(rank: int, size: int, addr: str, transport: str, n: int) -> dict:
+    """One tf.function called from two threads at once on rank 0: its two executions
+    would share one count, so which pairs with rank 1's would depend on timing.
+
+    Rank 0's thread 'a' calls it and waits (rank 1 calls 3 s later); once it waits,
+    thread 'b' calls it too: 'b' must be refused at once, 'a' must then get the sum
+    of rank 1's call, and a later call on both ranks must pair up rightly (nothing of
+    the refused one left behind)."""
+    import tensorflow as tf
+
+    import pytfcomm
+    import pytfcomm.tf as ptf
+
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr, transport=transport)
+    ptf.set_default_communicator(comm)
+    f = tf.function(lambda x: ptf.allreduce(x, op="sum"))
+    sums: dict[str, float] = {}
+    errors: list[str] = []
+
+    def call(tag: str, value: float) -> None:
+        try:
+            y = f(tf.fill([n], value)).numpy()
+            sums[tag] = float(y[0]) if np.all(y == y[0]) else -1.0
+        except tf.errors.OpError as exc:
+            errors.append(f"{type(exc).__name__}: {exc.message}")
+
+    call("warm", float(rank + 1))  # traced and run once on both ranks
+    if rank == 0:
+        a = threading.Thread(target=call, args=("a", 10.0), name="a")
+        a.start()
+        end = time.monotonic() + 20
+        while pytfcomm._core.unattended_waits() == 0 and time.monotonic() < end:
+            time.sleep(0.005)
+        waiting = pytfcomm._core.unattended_waits() > 0
+        b = threading.Thread(target=call, args=("b", 100.0), name="b")
+        b.start()
+        b.join()
+        a.join()
+    else:
+        waiting = True
+        time.sleep(3.0)
+        call("a", 1.0)
+    call("after", float(rank + 1))
+    comm.close()
+    return {"sums": sums, "errors": errors, "waiting": waiting}

@@ -1,7 +1,8 @@
 """One rank all-reducing float32 (out=) in a loop for SECONDS; rank 0 prints the median time.
 
-Usage: loop.py RANK SIZE PORT SECONDS BYTES (profile.sh). The transport comes from
-PYTFCOMM_TRANSPORT; rank r runs on core r mod 2, as the benchmarks bind them.
+Usage: loop.py RANK SIZE PORT SECONDS BYTES (profile.sh, round22/perf_n4_tcp.sh). The
+transport comes from PYTFCOMM_TRANSPORT; rank r runs on core r mod the cores, as the
+benchmarks bind them.
 """
 
 import os

@@ -84,12 +84,12 @@ def test_defaults_in_a_clean_environment() -> None:
 # (variable, value, words the message must hold): out of range, not a number,
 # not one of the choices; some of these were silently ignored before.
 BAD = [
-    ("PYTFCOMM_SEGMENT_BYTES", "100", "bytes in [4096, 2^30]"),
+    ("PYTFCOMM_SEGMENT_BYTES", "100", "expected a whole number of bytes in [4096, 2^30]"),
     ("PYTFCOMM_LOCAL_THREADS", "lots", "threads in [1, 256] or auto"),
     ("PYTFCOMM_LOCAL_CHUNK_BYTES", "1", "bytes in [4096, 2^26]"),
     ("PYTFCOMM_YIELD_SPIN_US", "-5", "microseconds in [0, 10000000]"),
     ("PYTFCOMM_TCP_STREAMS", "17", "connections in [1, 16] or auto"),
-    ("PYTFCOMM_PEER_TIMEOUT", "0.1", "seconds in [0.2, 1e+07] or off"),
+    ("PYTFCOMM_PEER_TIMEOUT", "0.1", "expected a number of seconds in [0.2, 1e+07] or off"),
     ("PYTFCOMM_SHM_RING_BYTES", "5000", "a power of two"),
     ("PYTFCOMM_REDUCE_ISA", "avx512", "expected auto or generic"),
     ("PYTFCOMM_TRANSPORT", "udp", "expected auto, tcp or shm"),

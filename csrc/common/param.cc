@@ -187,9 +187,11 @@ std::string range(const Rule& r) {
 // What an error message says was expected.
 std::string expected(const Rule& r) {
   if (r.kind != Kind::kInt && r.kind != Kind::kReal) return range(r);
-  const char* what = r.kind == Kind::kInt ? "an integer " : "a number ";
-  return *r.unit ? str_cat(what, "number of ", r.unit, " in ", interval(r))
-                 : str_cat(what, "in ", interval(r));
+  if (*r.unit) {
+    const char* what = r.kind == Kind::kInt ? "a whole number of " : "a number of ";
+    return str_cat(what, r.unit, " in ", interval(r));
+  }
+  return str_cat(r.kind == Kind::kInt ? "an integer in " : "a number in ", interval(r));
 }
 
 bool parse_int(const char* s, const Rule& r, int64_t& out) {

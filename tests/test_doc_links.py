@@ -79,3 +79,10 @@ def test_the_checker_sees_a_broken_link_and_anchor(tmp_path: Path) -> None:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(page: Path) -> None:
     assert broken_links(page) == []
+
+
+def test_the_docs_index_lists_every_page() -> None:
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    linked = {target.partition("#")[0] for target in _LINK.findall(_prose(index))}
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"README.md"}
+    assert pages <= linked, f"docs/README.md does not list {sorted(pages - linked)}"

@@ -31,7 +31,7 @@ What is timed (median of ``--iters`` after warm-up, every result checked):
   the 16 MiB measurements are interleaved (one call of each per iteration, in the same
   order on every backend; TF's RING has no NumPy call), so their ratios compare the same
   minutes of the machine, and each timed call follows the same calls on every backend
-  (on the 2-core VM what comes just before a call moves its time: docs/bench/round18);
+  (on the 2-core VM what comes just before a call moves its time: docs/benchmarks.md);
 * ``resnet50-grads``: the SUM all-reduce of a ResNet-50-shaped gradient set (161
   float32 tensors, 25.6M values) inside ``strategy.run`` (``ReplicaContext.all_reduce``
   of the list, the path ``apply_gradients`` takes); Horovod-style:
@@ -205,7 +205,7 @@ def _worker(backend: str, rank: int, size: int, ports: list[int], iters: int) ->
     # Interleaved, one call of each per iteration: the TF/NumPy ratio then
     # compares the same minutes of a shared, drifting machine. Every backend runs
     # the same sequence (RING without the NumPy call): what comes just before a
-    # timed call moves its time (docs/bench/round18), so the rows compare alike.
+    # timed call moves its time (docs/benchmarks.md), so the rows compare alike.
     out.update(interleaved(fns, warm, iters, per_call))
 
     # resnet50-grads

@@ -1,4 +1,4 @@
-"""Sub-communicators: :meth:`pytfcomm.Communicator.split` (README "Sub-communicators").
+"""Sub-communicators: :meth:`pytfcomm.Communicator.split` (docs/numpy.md).
 
 A group of ranks gets a communicator of its own, with its own connections,
 engine thread and collective order, so collectives inside the group never

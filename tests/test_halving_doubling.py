@@ -61,7 +61,7 @@ def test_auto_picks_it_over_tcp_up_to_the_limit(n: int) -> None:
 
 
 def test_auto_keeps_the_ring_when_every_rank_shares_memory() -> None:
-    """Over shared memory alone halving-doubling measured no faster (round12)."""
+    """Over shared memory alone halving-doubling measured no faster (docs/benchmarks.md)."""
     picked = _picked(4, [1 * MIB], env={"PYTFCOMM_TRANSPORT": "shm"})[0]
     assert picked[1 * MIB] == "ring", picked
 

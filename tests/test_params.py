@@ -1,5 +1,5 @@
-"""The core's PYTFCOMM_* registry (csrc/common/param_table.def): README.md's table is the
-registry's, every variable is in `info`, and a bad value is a ConfigError naming the
+"""The core's PYTFCOMM_* registry (csrc/common/param_table.def): docs/parameters.md's table
+is the registry's, every variable is in `info`, and a bad value is a ConfigError naming the
 variable, the value and what is allowed, never silently ignored."""
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ def _run(code: str, env: dict[str, str]) -> str:
     return out.stdout
 
 
-def test_readme_table_is_the_registry() -> None:
+def test_parameters_page_table_is_the_registry() -> None:
     path = ROOT / "scripts" / "param_table.py"
     spec = importlib.util.spec_from_file_location("param_table", path)
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    assert script.readme_is_current(), "run: python scripts/param_table.py --write"
+    assert script.page_is_current(), "run: python scripts/param_table.py --write"
 
 
 def test_every_row_is_complete() -> None:

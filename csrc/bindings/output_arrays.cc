@@ -4,7 +4,7 @@
 // every call and unmaps it on free, so each all-reduce into a new result
 // paid a page fault per page first (2-core VM, N=2 over shared memory: 32 MiB
 // 8.6-9.8 ms against 4.6-6.1 with `out=`, 64 MiB 15.4-17.1 against 9.4-12.3;
-// docs/bench/round19/no_out.txt).
+// docs/benchmarks.md).
 #include "bindings/output_arrays.h"
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // The PYTFCOMM_* registry (common/param.h) in pytfcomm._core: `params()`, the
 // values in effect, and `param_table()`, the table itself, which `info` and
-// scripts/param_table.py (the README table) read.
+// scripts/param_table.py (docs/parameters.md) read.
 #include "bindings/params.h"
 
 #include <pybind11/stl.h>

@@ -1,7 +1,7 @@
 // Every tunable read from the environment, in one registry (NCCL's PARAM
 // idea): common/param_table.def lists each variable once, with its type,
 // default, allowed values and doc; parsing, validation, `info` and the
-// README table all come from it.
+// docs/parameters.md table all come from it.
 #pragma once
 
 #include <cstdint>
@@ -53,7 +53,7 @@ ParamValue read_param(ParamId id);
 // (name, value-as-text) of every parameter, for `python -m pytfcomm info`.
 std::vector<std::pair<std::string, std::string>> describe_params();
 
-// The table itself, for `_core.param_table()` and the README. value is the
+// The table itself, for `_core.param_table()` and docs/parameters.md. value is the
 // environment's now, or "" with `error` saying why it is not valid.
 struct ParamInfo {
   std::string name;  // the Params field

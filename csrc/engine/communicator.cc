@@ -480,7 +480,7 @@ Algorithm Communicator::resolve_allreduce(Algorithm asked, size_t bytes) const {
   if (num_hosts_ > 1 && uniform_hosts_ && local_.size() > 1) return Algorithm::kHierarchical;
   // 4, 8, 16, ... ranks with some of them over TCP: 2 log2(n) pairwise
   // exchanges instead of 2(n-1) ring steps (at 2 ranks the two are the same
-  // exchange; over shared memory alone it measured no faster, round12).
+  // exchange; over shared memory alone it measured no faster: docs/benchmarks.md).
   const bool power_of_two = (size_ & (size_ - 1)) == 0;
   if (size_ >= 4 && power_of_two && !all_shared_memory_ && bytes <= halving_bytes_) {
     return Algorithm::kHalvingDoubling;

@@ -247,7 +247,7 @@ class Communicator {
   void run_algorithm(Request& r, const transport::MessageMeta& meta);
   Algorithm resolve_allreduce(Algorithm asked, size_t bytes) const;
 
-  // The background thread (background.cc).
+  // The background thread (waiting.cc).
   void background_loop();
 
   int rank_;

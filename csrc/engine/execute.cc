@@ -166,10 +166,10 @@ void Communicator::execute(Request& r, const Decision& d) {
 size_t Communicator::allreduce_segment(Algorithm a, size_t bytes) const {
   // Ranks outnumber cores somewhere and some pairs talk over TCP (and
   // PYTFCOMM_OVERSUB_SEGMENT_BYTES is not off): fewer, larger pieces mean
-  // fewer receives racing the sending core for the socket's lock (README,
-  // round14). Only where the algorithm's largest exchange still holds two of
-  // them, so that reducing one overlaps moving the next: the ring's is a
-  // rank's chunk, halving-doubling's the half its first step swaps (round15).
+  // fewer receives racing the sending core for the socket's lock
+  // (docs/benchmarks.md). Only where the algorithm's largest exchange still
+  // holds two of them, so that reducing one overlaps moving the next: the
+  // ring's is a rank's chunk, halving-doubling's the half its first step swaps.
   const bool ring = a == Algorithm::kRing;
   if (!ring && a != Algorithm::kHalvingDoubling) return segment_bytes_;
   if (oversub_segment_bytes_ == 0 || all_shared_memory_) return segment_bytes_;

@@ -4,8 +4,8 @@
 // imports (and runs its CPU paths) on machines without a GPU or a driver.
 // The driver API is enough for everything the GPU paths need: contexts,
 // streams, events, pinned memory, copies and launching the kernels that
-// were compiled into a fatbin at build time (kernels.h). CUDA headers are
-// used only for types and prototypes.
+// were compiled into a fatbin at build time (kernels.cu, loaded by
+// device.cc). CUDA headers are used only for types and prototypes.
 #pragma once
 
 #include <cuda.h>

@@ -1,6 +1,6 @@
 // Element-wise kernels the GPU paths need besides NCCL. Compiled by nvcc into
 // a fatbin that is embedded in libpytfcomm_core and launched through the
-// driver API (kernels.cc), so the module needs no CUDA runtime.
+// driver API (device.cc), so the module needs no CUDA runtime.
 //
 // Semantics match the CPU kernels (common/reduce_kernels.h): "mean" is a sum
 // followed by one division, floats divide (no reciprocal multiply), 16-bit

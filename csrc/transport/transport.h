@@ -1,5 +1,5 @@
-// The one interface every transport implements (TCP now; shared memory and
-// NCCL later) and the only thing the algorithms see.
+// The one interface every transport implements (host/: TCP and shared memory;
+// the in-memory one of tests/cpp) and the only thing the algorithms see.
 //
 // Messages between two ranks are delivered in the order they were posted, per
 // direction. A receive must be posted with the size and metadata the sender

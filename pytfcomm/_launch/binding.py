@@ -12,8 +12,7 @@ a cgroup or ``taskset`` around the launcher narrows them), grouped into physical
 
 A rank bound to its CPUs stays there: the scheduler no longer moves it between cores
 early in a run, where the all-reduce of small buffers over TCP on an oversubscribed host
-was measured 1.3-2.5x slower than in a settled placement (docs/bench/rounds.md, round10
-and round11).
+was measured 1.3-2.5x slower than in a settled placement (docs/benchmarks.md).
 The binding is set in the child before ``exec``, so every thread the rank starts
 (TensorFlow's pools size themselves from it) inherits it.
 """

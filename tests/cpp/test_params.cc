@@ -129,7 +129,7 @@ TEST(Params, ReloadChecksFirstUseVariablesTooAndKeepsThePreviousValues) {
 
 TEST(Params, InfoSpellsValuesAsBefore) {
   Env timeout("PYTFCOMM_TIMEOUT", "7");
-  Env segment("PYTFCOMM_SEGMENT_BYTES", "8192");  // test_ring.cc sets its own at start
+  Env segment("PYTFCOMM_SEGMENT_BYTES", "8192");  // test_communicator.cc sets its own at start
   reload_params();
   std::set<std::string> shown;
   for (const auto& [name, value] : describe_params()) shown.insert(name + "=" + value);

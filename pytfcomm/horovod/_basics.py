@@ -8,6 +8,7 @@ pytfcomm: no MPI, no Gloo, no ROCm/CCL/DDL; NCCL and CUDA as built.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -134,15 +135,20 @@ class ProcessSet:
         return hash(self.process_set_id)
 
     def __repr__(self) -> str:
-        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
+        # Horovod's text; pytfcomm has no MPI communicators, so mpi_comm is always None.
+        return (
+            f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks}, mpi_comm=None)"
+        )
 
 
 global_process_set = ProcessSet()
 global_process_set.process_set_id = 0
 
-# Registered non-global sets by id, and the next id to give; the same on every rank
-# because registration is collective and in the same order everywhere.
+# Registered non-global sets by id, the ids of removed sets (given again first, oldest
+# first, as Horovod's process-set table does), and the next new id; the same on every
+# rank because registration and removal are collective and in the same order everywhere.
 _sets: dict[int, ProcessSet] = {}
+_free_ids: deque[int] = deque()
 _next_id = 1
 
 
@@ -225,9 +231,12 @@ def _register(ps: ProcessSet) -> ProcessSet:
     if ps.ranks == list(range(comm.size)) or any(o.ranks == ps.ranks for o in _sets.values()):
         raise ValueError(f"Attempted to add a duplicate process set: {ps}")
     sub = comm.split(ps.ranks)
-    ps.process_set_id, ps._comm = _next_id, sub
-    _sets[_next_id] = ps
-    _next_id += 1
+    if _free_ids:
+        new_id = _free_ids.popleft()
+    else:
+        new_id, _next_id = _next_id, _next_id + 1
+    ps.process_set_id, ps._comm = new_id, sub
+    _sets[new_id] = ps
     return ps
 
 
@@ -254,6 +263,7 @@ def remove_process_set(process_set: ProcessSet) -> bool:
         return False
     comm.barrier(name="pytfcomm.horovod.remove_process_set")
     del _sets[ps.process_set_id or -1]
+    _free_ids.append(ps.process_set_id or -1)
     if ps._comm is not None:
         ps._comm.close()
     ps._invalidate()
@@ -268,7 +278,18 @@ def _drop_process_sets() -> None:
             ps._comm.close()
         ps._invalidate()
     _sets.clear()
+    _free_ids.clear()
     _next_id = 1
+    global_process_set.ranks = None
+
+
+def _get_process_set_ids_and_ranks() -> dict[int, list[int]]:
+    """``{process_set_id: ranks}`` of every registered set, the global one (0) included
+    (Horovod's internal view, which its process-set tests read)."""
+    _require()
+    out = {0: list(range(size()))}
+    out.update({i: list(ps.ranks or []) for i, ps in sorted(_sets.items())})
+    return out
 
 
 def _compute_topology(comm: Any) -> dict[str, Any]:
@@ -328,6 +349,7 @@ def init(comm: Any = None, process_sets: Any = None) -> None:
     else:
         _comm, _owned = comm_module.init(), True
     _topology = _compute_topology(_comm)
+    global_process_set.ranks = list(range(_comm.size))
     _init_process_sets(sets)
     try:
         from ..tf import collectives

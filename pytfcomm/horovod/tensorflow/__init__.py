@@ -51,6 +51,7 @@ from .._basics import (
     stop_timeline,
 )
 from . import elastic, mpi_ops
+from . import util as util  # hvd.util, as Horovod
 from ._gradients import ADASUM_SPARSE, make_allreduce_grads_fn, reduce_filtered, var_key
 from .compression import Compression
 from .functions import allgather_object, broadcast_object, broadcast_object_fn, broadcast_variables
@@ -72,6 +73,9 @@ from .mpi_ops import (
     size_op,
 )
 from .sync_batch_norm import SyncBatchNormalization
+from .util import _executing_eagerly as _executing_eagerly  # hvd._executing_eagerly
+from .util import gpu_available as gpu_available  # Horovod imports it here
+from .util import refs_to_vars, vars_to_refs
 
 __all__ = [
     "Adasum",
@@ -330,20 +334,6 @@ class LocalGradientAggregationHelper:
             "hvd.LocalGradientAggregationHelper (TF1 graphs) is not supported; pass "
             "backward_passes_per_step=N to hvd.keras.DistributedOptimizer instead"
         )
-
-
-def vars_to_refs(vars: Any) -> Any:
-    """Horovod's helper: variables -> hashable references (``v.ref()``), nested lists too."""
-    if isinstance(vars, list):
-        return tuple(vars_to_refs(v) for v in vars)
-    return vars.ref()
-
-
-def refs_to_vars(refs: Any) -> Any:
-    """The inverse of :func:`vars_to_refs`."""
-    if isinstance(refs, tuple):
-        return [refs_to_vars(r) for r in refs]
-    return refs.deref()
 
 
 # -- gradient tape ------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from typing import Any
 import tensorflow as tf
 
 from ...tf import collectives as _coll
+from ._scaling import scale as _scale
 
 DTYPES = (tf.float16, tf.float32, tf.float64)
 # Horovod's threshold (sqrt of the smallest normal double) below which a squared
@@ -82,10 +83,6 @@ def grouped_adasum(
             for i, y in zip(idx, _same_dtype([xs[i] for i in idx], comm), strict=True):
                 out[i] = y
     return [_scale(y, postscale_factor) for y in out]
-
-
-def _scale(t: tf.Tensor, factor: float) -> tf.Tensor:
-    return t if factor == 1.0 else t * tf.cast(factor, t.dtype)
 
 
 def _describe(xs: Sequence[tf.Tensor]) -> tf.Tensor:

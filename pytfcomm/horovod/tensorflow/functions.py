@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from ...tf.distributed import broadcast_variables as _broadcast_variables
 from .._basics import global_process_set
@@ -43,10 +44,14 @@ def broadcast_variables(
     """Set every variable to its value on ``root_rank`` (one pytfcomm broadcast for all).
 
     ``inplace`` is accepted (pytfcomm always assigns in place). Eagerly returns
-    None; in a ``tf.function`` the op that assigns.
+    None; in a ``tf.function`` or TF1 graph the op that assigns (a no-op for no
+    variables, which needs no ``hvd.init()``).
     """
+    variables = list(variables)
+    if not variables:  # nothing to send: no collective, so no hvd.init() needed (as Horovod)
+        return None if tf.executing_eagerly() else tf.group()
     comm = _comm(process_set)
-    return _broadcast_variables(list(variables), _root(comm, root_rank), communicator=comm)
+    return _broadcast_variables(variables, _root(comm, root_rank), communicator=comm)
 
 
 def broadcast_object(

@@ -20,6 +20,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from ...errors import InvalidArgumentError
 from ...tf import collectives as _coll
 from ...tf import scatter as _scatter
 from .. import _basics
@@ -33,6 +34,7 @@ from .._basics import (
     global_process_set,
 )
 from . import _adasum
+from ._scaling import scale as _scale
 
 __all__ = [
     "allgather",
@@ -100,14 +102,6 @@ def _differentiable(fn: Any) -> Any:
         return tf.custom_gradient(fn)(*args)
 
     return call
-
-
-def _scale(t: tf.Tensor, factor: float) -> tf.Tensor:
-    if factor == 1.0:
-        return t
-    if t.dtype.is_floating:
-        return t * tf.cast(factor, t.dtype)
-    return tf.cast(tf.cast(t, tf.float64) * factor, t.dtype)
 
 
 def _dense(dys: Sequence[Any], like: Sequence[tf.Tensor]) -> list[tf.Tensor]:
@@ -434,7 +428,10 @@ def alltoall(
     @_differentiable
     def a2a(x: tf.Tensor) -> Any:
         with tf.name_scope(name or "HorovodAlltoall"):
-            y, recv = _alltoall_raw(x, split_t, comm)
+            try:
+                y, recv = _alltoall_raw(x, split_t, comm)
+            except InvalidArgumentError as exc:  # found before the op runs: Horovod's class
+                raise tf.errors.InvalidArgumentError(None, None, str(exc)) from None
 
         def grad(dy: Any, *unused: Any) -> tf.Tensor:
             return _alltoall_raw(_dense([dy], [y])[0], recv, comm)[0]

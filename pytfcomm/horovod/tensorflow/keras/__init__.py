@@ -11,7 +11,6 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from ... import tensorflow as _hvd
@@ -366,6 +365,15 @@ def broadcast_global_variables(root_rank: int) -> Any:
     return _hvd.broadcast_global_variables(root_rank)
 
 
+def _eval(result: tf.Tensor) -> Any:
+    """Horovod's: the tensor itself when TF runs eagerly; in a TF1 graph its value from
+    the default session (the symbolic tensor when there is none, e.g. in tf.function)."""
+    if tf.executing_eagerly():
+        return result
+    session = tf.compat.v1.get_default_session()
+    return session.run(result) if session is not None else result
+
+
 def allreduce(
     value: Any,
     name: str | None = None,
@@ -374,32 +382,34 @@ def allreduce(
     postscale_factor: float = 1.0,
     op: Any = None,
     compression: Any = Compression.none,
-) -> np.ndarray:
-    """All-reduce a tensor-compatible value; returns a NumPy value (default op Average)."""
-    out = _hvd.allreduce(
-        tf.constant(value),
-        average=average,
-        prescale_factor=prescale_factor,
-        postscale_factor=postscale_factor,
-        op=op,
-        compression=compression,
+) -> Any:
+    """All-reduce a tensor-compatible value (default op Average); a ``tf.Tensor`` eagerly,
+    as Horovod."""
+    return _eval(
+        _hvd.allreduce(
+            tf.constant(value, name=name),
+            average=average,
+            prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor,
+            op=op,
+            compression=compression,
+        )
     )
-    return out.numpy()
 
 
-def allgather(value: Any, name: str | None = None) -> np.ndarray:
-    """All-gather a tensor-compatible value along dimension 0; returns a NumPy value."""
-    return _hvd.allgather(tf.constant(value)).numpy()
+def allgather(value: Any, name: str | None = None) -> Any:
+    """All-gather a tensor-compatible value along dimension 0; a ``tf.Tensor`` eagerly."""
+    return _eval(_hvd.allgather(tf.constant(value, name=name)))
 
 
-def broadcast(value: Any, root_rank: int, name: str | None = None) -> np.ndarray:
-    """Rank ``root_rank``'s value on every rank, as a NumPy value."""
-    return _hvd.broadcast(tf.constant(value), root_rank).numpy()
+def broadcast(value: Any, root_rank: int, name: str | None = None) -> Any:
+    """Rank ``root_rank``'s value on every rank; a ``tf.Tensor`` eagerly."""
+    return _eval(_hvd.broadcast(tf.constant(value, name=name), root_rank))
 
 
-def reducescatter(value: Any, name: str | None = None, op: Any = Average) -> np.ndarray:
-    """Reduce-scatter a tensor-compatible value (Average or Sum); returns a NumPy value."""
-    return _hvd.reducescatter(tf.constant(value), op=op).numpy()
+def reducescatter(value: Any, name: str | None = None, op: Any = Average) -> Any:
+    """Reduce-scatter a tensor-compatible value (Average or Sum); a ``tf.Tensor`` eagerly."""
+    return _eval(_hvd.reducescatter(tf.constant(value, name=name), op=op))
 
 
 def load_model(

@@ -142,8 +142,8 @@ class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
 
     Workers may have a different number of batches: datasets from
     ``experimental_distribute_dataset`` and ``distribute_datasets_from_function``
-    run to the end of every worker's data in Keras 3 ``fit``/``evaluate``/
-    ``predict`` and custom loops alike; workers already out get empty batches
+    run to the end of every worker's data in Keras 3 ``fit``/``evaluate`` and
+    custom loops alike; workers already out get empty batches
     (:mod:`pytfcomm.tf.uneven_data`).
     """
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from uneven_workers import PREDICT_ROWS, _expected, _rows
+from uneven_workers import FIT_BATCH, PREDICT_ROWS, _expected, _rows
 
 pytest.importorskip("tensorflow")
 
@@ -95,3 +95,49 @@ def test_fit_with_a_different_number_of_batches_per_worker(ranks, steps_per_epoc
         for a, b in zip(o["weights"], outs[0]["weights"], strict=True):
             assert np.array_equal(a, b), f"worker {r}'s weights differ from worker 0's"
     assert outs[0]["loss"] == outs[1]["loss"]
+
+
+@pytest.mark.parametrize("longer", [0, 1], ids=["worker0_has_5", "worker1_has_5"])
+def test_datasets_from_function_with_a_different_number_of_batches(ranks, longer):
+    """distribute_datasets_from_function, one worker with 5 batches and the other with 4.
+
+    Every worker runs to the global end of data (5 steps an epoch; the shorter
+    worker gets an empty batch in its 5th): Keras 3 fit and evaluate, and custom
+    loops (eager ``for``, ``for`` in a tf.function, ``get_next_as_optional``).
+    Before, Keras stopped the shorter worker at 4 steps and the other waited in
+    TF's end-of-data all-reduce until PYTFCOMM_TIMEOUT (DeadlineExceeded)."""
+    outs = ranks(
+        2,
+        "uneven_workers:from_function_uneven",
+        longer,
+        timeout=240,
+        env={"PYTFCOMM_TIMEOUT": "30"},
+    )
+    rows = FIT_BATCH * 9  # both workers' rows, each seen once per epoch
+    for r, o in enumerate(outs):
+        assert o["fit_steps"] == 2 * 5, (r, o["fit_steps"])
+        assert all(np.isfinite(o["fit_loss"])), o["fit_loss"]
+        assert o["eval_steps"] == 5, (r, o["eval_steps"])
+        # evaluate's loss is the mean over every worker's rows, as one process computes it
+        np.testing.assert_allclose(o["eval_loss"], o["eval_ref"], rtol=1e-5, err_msg=f"rank {r}")
+        for key in ("eager_loop", "traced_loop", "optional_loop"):
+            assert o[key] == [5, rows], (r, key, o[key])
+        # unknown cardinality (filter): TF's agreement alone ends the epoch
+        assert o["filtered_fit_steps"] == 5, (r, o["filtered_fit_steps"])
+        for a, b in zip(o["weights"], outs[0]["weights"], strict=True):
+            assert np.array_equal(a, b), f"worker {r}'s weights differ from worker 0's"
+    assert outs[0]["fit_loss"] == outs[1]["fit_loss"]
+    assert outs[0]["eval_loss"] == outs[1]["eval_loss"]
+
+
+def test_infinite_dataset_on_some_workers_only_is_refused(ranks):
+    """TF skips its end-of-data agreement for infinite datasets: worker 0's repeat()ed
+    dataset beside worker 1's finite one would leave worker 1 alone in that all-reduce
+    at every step (a timeout). Refused on every worker, and the job goes on."""
+    outs = ranks(
+        2, "uneven_workers:from_function_infinite", timeout=180, env={"PYTFCOMM_TIMEOUT": "30"}
+    )
+    for r, o in enumerate(outs):
+        assert "worker 0: infinite, worker 1: 4 batch(es)" in o["error"], (r, o["error"])
+        assert "repeat() the dataset on every worker" in o["error"], (r, o["error"])
+        assert o["steps"] == 4, (r, o["steps"])

@@ -12,6 +12,9 @@ which are the only ones TF knows without a server.
 
 The initial values of variables, which TF broadcasts from the chief with
 its own collectives, are broadcast by pytfcomm from rank 0 (the chief).
+Every distributed dataset (``experimental_distribute_dataset``,
+``distribute_datasets_from_function``) goes through
+:func:`~pytfcomm.tf.uneven_data.agree_on_batches`.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from tensorflow.python.trackable import base as trackable
 
 from ..errors import ConfigError, InvalidArgumentError
 from . import collectives as coll
+from . import uneven_data
 from .distributed import _as_bytes, _from_bytes
 
 # The host of this worker's devices without a TF server: the eager context's own.
@@ -163,6 +167,16 @@ class Extended(tf_mwms.CollectiveAllReduceExtended):
                 "chief must be rank 0 and workers follow in TF_CONFIG order (pytfcomm.init() "
                 "from the same TF_CONFIG does this)"
             )
+
+    def _experimental_distribute_dataset(self, dataset: Any, options: Any) -> Any:
+        distributed = super()._experimental_distribute_dataset(dataset, options)
+        return uneven_data.agree_on_batches(distributed, self._pytfcomm_comm)
+
+    def _distribute_datasets_from_function(self, dataset_fn: Any, options: Any) -> Any:
+        # TF calls dataset_fn (once: one input pipeline per worker) before this
+        # returns, so the worker's dataset and its cardinality exist here.
+        distributed = super()._distribute_datasets_from_function(dataset_fn, options)
+        return uneven_data.agree_on_batches(distributed, self._pytfcomm_comm)
 
     def _update_config_proto(self, config_proto: Any) -> Any:
         # TF adds a collective group leader and device filters that name

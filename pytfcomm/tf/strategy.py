@@ -139,6 +139,12 @@ class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
 
     ``strategy.reduce`` also accepts nested structures (tuples, lists, dicts
     of values), which Keras 3 ``fit`` passes and TF's strategy rejects.
+
+    Workers may have a different number of batches: datasets from
+    ``experimental_distribute_dataset`` and ``distribute_datasets_from_function``
+    run to the end of every worker's data in Keras 3 ``fit``/``evaluate`` and
+    custom loops alike; workers already out get empty batches
+    (:mod:`pytfcomm.tf.uneven_data`).
     """
 
     def __init__(
@@ -208,16 +214,6 @@ class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
         if axis is not None and _rank(value) == 0:
             axis = None
         return super().reduce(reduce_op, value, axis)
-
-    def experimental_distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
-        """TF's, and the workers agree whether their datasets have equal batch counts.
-
-        When they do not, Keras 3 ``fit``/``evaluate``/``predict`` run until every
-        worker is out of data (workers already out get empty batches, as TF's
-        iterator gives them), instead of each stopping at its own count.
-        """
-        distributed = super().experimental_distribute_dataset(dataset, options)
-        return uneven_data.agree_on_batches(dataset, distributed, self._pytfcomm_comm)
 
 
 def _rank(value: Any) -> int | None:

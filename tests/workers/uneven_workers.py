@@ -231,3 +231,122 @@ def fit_uneven(
         "loss": hist.history["loss"],
         "steps": int(model.optimizer.iterations.numpy()),
     }
+
+
+def _batches_of(rank: int, longer: int) -> int:
+    """Worker ``longer`` has 5 batches, the other 4."""
+    return 5 if rank == longer else 4
+
+
+def from_function_uneven(rank: int, size: int, addr: str, longer: int) -> dict:
+    """distribute_datasets_from_function with 5 batches on worker ``longer``, 4 on the other:
+    Keras 3 fit and evaluate, custom loops (eager ``for``, ``for`` in a tf.function,
+    ``get_next_as_optional``) and fit on an unknown cardinality (filter)."""
+    os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size), PYTFCOMM_ADDR=addr)
+    os.environ.pop("TF_CONFIG", None)
+    tf = _tf()
+    import keras
+
+    import pytfcomm
+
+    strategy = pytfcomm.MultiWorkerMirroredStrategy()
+    sizes = [FIT_BATCH * _batches_of(r, longer) for r in range(size)]
+    x, y = digits(sum(sizes))
+    start = sum(sizes[:rank])
+    mine = (x[start : start + sizes[rank]], y[start : start + sizes[rank]])
+
+    def dataset_fn(ctx, filtered: bool = False):
+        assert ctx.input_pipeline_id == rank and ctx.num_input_pipelines == size
+        ds = tf.data.Dataset.from_tensor_slices(mine).batch(FIT_BATCH)
+        return ds.filter(lambda xb, yb: True) if filtered else ds
+
+    with strategy.scope():
+        model = _predict_model(keras)
+        model.compile(
+            keras.optimizers.SGD(0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        )
+    out: dict = {}
+    dist = strategy.distribute_datasets_from_function(dataset_fn)
+    hist = model.fit(dist, epochs=2, verbose=0)
+    out["fit_steps"] = int(model.optimizer.iterations.numpy())
+    out["fit_loss"] = hist.history["loss"]
+
+    batches = []
+    count = keras.callbacks.LambdaCallback(on_test_batch_end=lambda b, logs: batches.append(b))
+    out["eval_loss"] = float(model.evaluate(dist, verbose=0, callbacks=[count]))
+    out["eval_steps"] = len(batches)
+    logits = model(x, training=False)
+    out["eval_ref"] = float(keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, logits))
+    out["weights"] = [w.numpy() for w in model.weights]
+
+    def rows(xb, yb):
+        return tf.shape(xb)[0]
+
+    def global_rows(batch):
+        return strategy.reduce("SUM", strategy.run(rows, args=batch), axis=None)
+
+    eager_steps, eager_rows = 0, 0
+    for batch in dist:
+        eager_steps += 1
+        eager_rows += int(global_rows(batch))
+    out["eager_loop"] = [eager_steps, eager_rows]
+
+    @tf.function
+    def traced_loop(d):
+        steps, total = tf.constant(0), tf.constant(0)
+        for batch in d:
+            steps += 1
+            total += global_rows(batch)
+        return steps, total
+
+    out["traced_loop"] = [int(v) for v in traced_loop(dist)]
+
+    iterator = iter(dist)
+    opt_steps, opt_rows = 0, 0
+    for _ in range(20):  # bounded: the data ends after 5 steps
+        opt = iterator.get_next_as_optional()
+        if not bool(opt.has_value()):
+            break
+        opt_steps += 1
+        opt_rows += int(global_rows(opt.get_value()))
+    out["optional_loop"] = [opt_steps, opt_rows]
+
+    before = int(model.optimizer.iterations.numpy())
+    filtered = strategy.distribute_datasets_from_function(lambda c: dataset_fn(c, filtered=True))
+    model.fit(filtered, epochs=1, verbose=0)
+    out["filtered_fit_steps"] = int(model.optimizer.iterations.numpy()) - before
+    return out
+
+
+def from_function_infinite(rank: int, size: int, addr: str) -> dict:
+    """Worker 0's dataset_fn repeats its 4 batches forever, the others' do not: refused."""
+    os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size), PYTFCOMM_ADDR=addr)
+    os.environ.pop("TF_CONFIG", None)
+    tf = _tf()
+    import keras
+
+    import pytfcomm
+
+    strategy = pytfcomm.MultiWorkerMirroredStrategy()
+    x, y = digits(FIT_BATCH * 4)
+
+    def dataset_fn(ctx):
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(FIT_BATCH)
+        return ds.repeat() if rank == 0 else ds
+
+    with strategy.scope():
+        model = _predict_model(keras)
+        model.compile(
+            keras.optimizers.SGD(0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        )
+    try:
+        model.fit(strategy.distribute_datasets_from_function(dataset_fn), steps_per_epoch=6)
+        error = "no error"
+    except pytfcomm.InvalidArgumentError as e:
+        error = str(e)
+    # the job goes on: the same model trains on datasets finite everywhere
+    even = strategy.distribute_datasets_from_function(
+        lambda ctx: tf.data.Dataset.from_tensor_slices((x, y)).batch(FIT_BATCH)
+    )
+    model.fit(even, epochs=1, verbose=0)
+    return {"error": error, "steps": int(model.optimizer.iterations.numpy())}

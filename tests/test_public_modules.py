@@ -17,6 +17,7 @@ TF_MODULES = [
     "pytfcomm.tf.collectives",
     "pytfcomm.tf.cross_device_ops",
     "pytfcomm.tf.distributed",
+    "pytfcomm.tf.grad_accum",
     "pytfcomm.tf.keras",
     "pytfcomm.tf.placement",
     "pytfcomm.tf.strategy",

@@ -12,6 +12,7 @@ from tensorflow.python.distribute import values as value_lib
 
 from ..errors import InvalidArgumentError
 from . import collectives as coll
+from . import grad_accum
 
 __all__ = ["HierarchicalAllReduce", "PytfcommCrossDeviceOps", "RingAllReduce"]
 
@@ -89,6 +90,7 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
         if fusion_threshold_bytes < 0:
             raise InvalidArgumentError("fusion_threshold_bytes must be >= 0")
         super().__init__()
+        grad_accum.install()  # Keras 3 gradient_accumulation_steps (tf/grad_accum.py)
         self.fusion_threshold_bytes = fusion_threshold_bytes
         self.sparse_as_dense = bool(sparse_as_dense)
         self.communicator = communicator

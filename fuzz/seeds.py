@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 HELLO_MAGIC = 0x314D4D4F43465450
-PROTOCOL_VERSION = 6  # csrc/transport/wire.h kProtocolVersion
+PROTOCOL_VERSION = 8  # csrc/transport/wire.h kProtocolVersion
 PROOF_MAGIC = 0x464F5250
 
 

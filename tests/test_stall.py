@@ -18,21 +18,21 @@ STALL = 1.0  # seconds before the first warning
 DELAY = 3.0  # how late rank LATE is: past the threshold, far from the timeout
 
 
-def _run(n: int, stall: float, delay: float, transport: str = "auto") -> tuple[list, list[str]]:
+def _launch(
+    n: int, target: str, *args: object, env: dict[str, str], deadline: float = 90
+) -> tuple[list, list[str]]:
+    """Runs `target` in n ranks; each rank's (ok, result) and its log."""
     with tempfile.TemporaryDirectory(prefix="pytfcomm-stall-") as tmp:
         workdir = Path(tmp)
-        procs, results, _ = start_ranks(
-            n,
-            "observe_workers:late_rank",
-            LATE,
-            delay,
-            stall,
-            env={"PYTFCOMM_TIMEOUT": "30", "PYTFCOMM_TRANSPORT": transport},
-            workdir=workdir,
-        )
-        outcomes = collect(procs, results, workdir, 90)
+        procs, results, _ = start_ranks(n, target, *args, env=env, workdir=workdir)
+        outcomes = collect(procs, results, workdir, deadline)
         logs = [(workdir / f"rank{r}.log").read_text(errors="replace") for r in range(n)]
     return [outcomes[r] for r in range(n)], logs
+
+
+def _run(n: int, stall: float, delay: float, transport: str = "auto") -> tuple[list, list[str]]:
+    env = {"PYTFCOMM_TIMEOUT": "30", "PYTFCOMM_TRANSPORT": transport}
+    return _launch(n, "observe_workers:late_rank", LATE, delay, stall, env=env)
 
 
 @pytest.mark.parametrize("transport", ["tcp", "shm"])
@@ -109,3 +109,67 @@ def test_a_stopped_rank_is_named_before_the_timeout() -> None:
         assert warnings, logs[r]
         held = warnings[0].split("Holding it back:")[1].split(". In it:")[0]
         assert f"rank {LATE} (" in held and held.count("rank ") == 1, warnings[0]
+
+
+# Ranks that wait in different collectives (docs/reliability.md): every rank has
+# read every rank's negotiation record, so each one names what each rank waits
+# in, long before the deadline; the deadline's error names both calls in full.
+SPLIT_STALL = 2.0  # seconds before the first warning
+SPLIT_TIMEOUT = 20.0  # the calls' deadline
+SPLIT_BOUND = 15.0  # the first warning must come within this (loaded machines are slow)
+# Two long names that differ only at the start (a record once kept 39 characters).
+LONG = "_model/encoder/layer_norm_17/gradients/shared_embedding_table_update"
+
+
+def _split_warnings(log: str) -> list[str]:
+    return [line for line in log.splitlines() if "stall: this rank has waited" in line]
+
+
+def _check_split(rank: int, res: dict, log: str, calls: list[str]) -> None:
+    """`calls[q]`: how rank q's call is named, in full, in the warning and the error."""
+    warnings = _split_warnings(log)
+    assert warnings, f"rank {rank} logged no stall warning:\n{log}"
+    first = warnings[0]
+    assert f"[pytfcomm WARN rank {rank}]" in first, first
+    waited = float(re.search(r"has waited ([0-9.]+) s", first).group(1))
+    assert SPLIT_STALL - 0.5 <= waited <= SPLIT_BOUND, first
+    for q, call in enumerate(calls):
+        assert f"rank {q} waits in '{call}' (allreduce(float32 x 1024, op sum" in first, first
+    assert "The ranks call different collectives" in first, first
+    # Once per interval, not per poll.
+    assert len(warnings) <= SPLIT_TIMEOUT / SPLIT_STALL + 1, warnings
+    # The deadline's error names this rank's call and the other's, whole.
+    assert res["waited"] >= SPLIT_TIMEOUT - 1, res
+    assert f"waiting for the other ranks to call '{calls[rank]}'" in res["message"], res
+    assert f"rank {1 - rank} asked for '{calls[1 - rank]}'" in res["message"], res
+    assert res["after_ok"], res
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_ranks_in_different_collectives_are_named(transport: str) -> None:
+    names = ["a" + LONG, "b" + LONG]
+    env = {"PYTFCOMM_TRANSPORT": transport}
+    outcomes, logs = _launch(
+        2, "observe_workers:different_names", names, SPLIT_STALL, SPLIT_TIMEOUT, env=env
+    )
+    calls = [f"allreduce '{name}' #0" for name in names]
+    for r, (ok, res) in enumerate(outcomes):
+        assert ok, f"rank {r}: {res}\n{logs[r]}"
+        assert res["error"] == "CommTimeoutError", res
+        _check_split(r, res, logs[r], calls)
+
+
+def test_ranks_in_different_tf_functions_are_named() -> None:
+    pytest.importorskip("tensorflow")
+    fns = ["a" + LONG.replace("/", "_"), "b" + LONG.replace("/", "_")]
+    outcomes, logs = _launch(
+        2, "observe_workers:different_functions", fns, SPLIT_STALL, SPLIT_TIMEOUT, env={}
+    )
+    for r, (ok, res) in enumerate(outcomes):
+        assert ok, f"rank {r}: {res}\n{logs[r]}"
+        assert res["error"] == "DeadlineExceededError", res
+        # "allreduce <function>/<node name> #<execution>"
+        node = re.search(rf"'allreduce {fns[r]}/([^' ]+) #0'", res["message"])
+        assert node, res["message"]
+        calls = [f"allreduce {fn}/{node.group(1)} #0" for fn in fns]
+        _check_split(r, res, logs[r], calls)

@@ -296,6 +296,7 @@ void Communicator::enqueue_locked(Request* r, uint64_t stream, bool owned, Strea
   if (!st) st = &streams_[stream];
   r->key.stream = stream;
   r->key.seq = st->next++;
+  r->submitted = Clock::now();
   r->deadline = deadline_after(r->timeout_s);
   if (timeline_) r->submit_ns = Timeline::now_ns();
   submitted_.push_back(r);

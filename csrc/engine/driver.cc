@@ -171,8 +171,8 @@ void Communicator::publish_round() {
     Request* r = fresh_[taken];
     size_t data = 0;
     bool eager = eager_input(*r, &data);
-    if (!w.fits(data)) {
-      if (data == 0 || !w.fits(0)) break;
+    if (!w.fits(*r, data)) {
+      if (data == 0 || !w.fits(*r, 0)) break;
       eager = false;  // no room for its input: it runs after the round
       data = 0;
     }
@@ -219,13 +219,30 @@ void Communicator::step(const std::function<bool()>& done) {
     transport_->set_context("waiting for the other ranks' collectives");
     transport_->set_deadline(TimePoint::max());
     const TimePoint wake_by = std::min(earliest_deadline(), inline_until_);
-    transport_->wait_for(
-        [&] {
-          return has_submitted_.load(std::memory_order_acquire) || transport_->round_started() ||
-                 done() || closing_.load(std::memory_order_relaxed) ||
-                 interrupt_.load(std::memory_order_relaxed);
-        },
-        wake_by);
+    // This rank's collectives wait for the other ranks, which have asked for
+    // others or none (every rank published the last round): the stall
+    // inspector says so at its interval.
+    const Request* oldest = nullptr;
+    for (const auto& kv : negotiator_.mine()) {
+      if (!oldest || kv.second->submitted < oldest->submitted) oldest = kv.second;
+    }
+    if (oldest) {
+      inspector_->begin_unmatched(oldest->submitted, oldest->timeout_s,
+                                  [this] { return negotiator_.describe_waits(); });
+    }
+    try {
+      transport_->wait_for(
+          [&] {
+            return has_submitted_.load(std::memory_order_acquire) || transport_->round_started() ||
+                   done() || closing_.load(std::memory_order_relaxed) ||
+                   interrupt_.load(std::memory_order_relaxed);
+          },
+          wake_by);
+    } catch (...) {
+      inspector_->end_unmatched();
+      throw;
+    }
+    inspector_->end_unmatched();
     return;
   }
   transport_->set_context(context_);

@@ -1,6 +1,7 @@
 #include "engine/negotiator.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "common/error.h"
@@ -11,7 +12,8 @@ Negotiator::Negotiator(int rank, int size)
     : rank_(rank),
       size_(size),
       tables_(static_cast<size_t>(size)),
-      joined_round_(static_cast<size_t>(size), -1) {}
+      joined_round_(static_cast<size_t>(size), -1),
+      withdrawn_(static_cast<size_t>(size)) {}
 
 void Negotiator::announce(Request* r) {
   PTC_ENFORCE(mine_.emplace(r->key, r).second, "two pending requests under one key: ", r->label);
@@ -34,6 +36,12 @@ void Negotiator::absorb(uint64_t round, const std::vector<ParsedRecord>& records
     const ParsedRecord& rec = records[static_cast<size_t>(r)];
     // Withdrawals first: a key withdrawn in this round cannot be decided in it.
     for (const CollectiveKey& k : rec.withdrawals) {
+      auto gone = t.find(k);
+      if (gone != t.end() && k.stream != kJoinStream) {
+        auto& kept = withdrawn_[static_cast<size_t>(r)];
+        if (kept.size() == kWithdrawnKept) kept.pop_front();
+        kept.push_back({std::move(gone->second.label), gone->second.desc, round});
+      }
       t.erase(k);
       if (k.stream == kJoinStream) joined_round_[static_cast<size_t>(r)] = -1;
     }
@@ -247,6 +255,8 @@ std::vector<int> Negotiator::missing(const CollectiveKey& k) const {
 std::string Negotiator::describe_unmatched(const CollectiveKey& k, size_t limit) const {
   std::string text;
   size_t shown = 0, more = 0;
+  auto mine = tables_[static_cast<size_t>(rank_)].find(k);
+  const uint64_t since = mine == tables_[static_cast<size_t>(rank_)].end() ? 0 : mine->second.round;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || tables_[static_cast<size_t>(r)].count(k)) continue;
     for (const auto& kv : tables_[static_cast<size_t>(r)]) {
@@ -259,9 +269,95 @@ std::string Negotiator::describe_unmatched(const CollectiveKey& k, size_t limit)
                       describe(kv.second.desc));
       ++shown;
     }
+    // What it waited in while this one waited, and gave up on before it.
+    for (const Withdrawn& w : withdrawn_[static_cast<size_t>(r)]) {
+      if (w.round < since) continue;
+      if (shown == limit) {
+        ++more;
+        continue;
+      }
+      text += str_cat(shown ? "; " : "", "rank ", r, " asked for '", w.label, "' ",
+                      describe(w.desc), " and gave up on it at its deadline");
+      ++shown;
+    }
   }
   if (more) text += str_cat(" and ", more, " more");
   return text;
+}
+
+std::string Negotiator::describe_waits(size_t per_rank, size_t max_groups) const {
+  // Group the ranks that wait in the same: "ranks 0, 2 wait in ...; rank 1 ...".
+  // A group's text has no verbs yet: "\x01" stands for waits/wait, "\x02" for
+  // has/have, "\x03" for asks/ask (labels never hold control characters).
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  size_t idle = 0;
+  for (int r = 0; r < size_; ++r) {
+    const Table& t = tables_[static_cast<size_t>(r)];
+    std::vector<std::pair<CollectiveKey, const Entry*>> waits;
+    for (const auto& kv : t) waits.emplace_back(kv.first, &kv.second);
+    std::sort(waits.begin(), waits.end(), [](const auto& a, const auto& b) {
+      if (a.second->round != b.second->round) return a.second->round < b.second->round;
+      if (a.first.stream != b.first.stream) return a.first.stream < b.first.stream;
+      return a.first.seq < b.first.seq;
+    });
+    std::string what;
+    if (waits.empty()) {
+      ++idle;
+      what = joined(r) ? "\x02 joined (join()) and \x01 for the others"
+                       : "\x03 for no collective on this communicator (late, busy elsewhere or "
+                         "stopped)";
+    } else {
+      what = "\x01 in ";
+      for (size_t i = 0; i < waits.size() && i < per_rank; ++i) {
+        const CollectiveKey& k = waits[i].first;
+        const Entry& e = *waits[i].second;
+        char stream[24];
+        std::snprintf(stream, sizeof(stream), "0x%016llx",
+                      static_cast<unsigned long long>(k.stream));
+        what += str_cat(i ? ", " : "", "'", e.label, "' (", describe(e.desc), ", key ", stream, "#",
+                        k.seq, ")");
+      }
+      if (waits.size() > per_rank) what += str_cat(" and ", waits.size() - per_rank, " more");
+    }
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == what; });
+    if (it == groups.end()) {
+      groups.push_back({what, {r}});
+    } else {
+      it->second.push_back(r);
+    }
+  }
+  std::string text;
+  for (size_t g = 0; g < groups.size() && g < max_groups; ++g) {
+    const auto& ranks = groups[g].second;
+    text += g ? "; " : "";
+    text += ranks.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < ranks.size() && i < 8; ++i) text += str_cat(i ? ", " : "", ranks[i]);
+    if (ranks.size() > 8) text += str_cat(" and ", ranks.size() - 8, " more");
+    text += ' ';
+    for (char c : groups[g].first) {
+      if (c == '\x01') {
+        text += ranks.size() == 1 ? "waits" : "wait";
+      } else if (c == '\x02') {
+        text += ranks.size() == 1 ? "has" : "have";
+      } else if (c == '\x03') {
+        text += ranks.size() == 1 ? "asks" : "ask";
+      } else {
+        text += c;
+      }
+    }
+  }
+  if (groups.size() > max_groups) text += str_cat("; and ", groups.size() - max_groups, " more");
+  if (idle > 0) {
+    return text +
+           ". Nothing runs until every rank asks for the same collective: a rank that asks for "
+           "none is late or stuck outside pytfcomm";
+  }
+  return text +
+         ". The ranks call different collectives: none runs until every rank asks for it, so "
+         "they wait until PYTFCOMM_TIMEOUT. Every rank must make the same collective calls in "
+         "the same order on each thread (or under the same name=, or in the same TF function "
+         "and op); look for a branch, tf.function or call that only some ranks take";
 }
 
 }  // namespace pytfcomm

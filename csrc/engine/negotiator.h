@@ -75,6 +75,12 @@ class Negotiator {
   // not asked for `k` yet, for timeout messages.
   std::string describe_unmatched(const CollectiveKey& k, size_t limit = 4) const;
   std::vector<int> missing(const CollectiveKey& k) const;
+  // For the stall warning of a rank whose collectives no other rank has
+  // asked for (as of the last round): what every rank waits in, oldest first
+  // ("rank 0 waits in 'allreduce train_step/... #4' (allreduce(float32 x
+  // 1024, ...), key 0x...#4); rank 1 waits in ..."), then why nothing runs
+  // and what to do.
+  std::string describe_waits(size_t per_rank = 2, size_t max_groups = 8) const;
 
  private:
   struct Entry {
@@ -86,6 +92,14 @@ class Negotiator {
     const char* data = nullptr;  // valid only during its announcing round
   };
   using Table = std::unordered_map<CollectiveKey, Entry, CollectiveKeyHash>;
+  // A collective a rank gave up on (its deadline passed), kept a while so
+  // that a rank that times out later can still say what that rank waited in.
+  struct Withdrawn {
+    std::string label;
+    Descriptor desc;
+    uint64_t round = 0;  // the round that withdrew it
+  };
+  static constexpr size_t kWithdrawnKept = 4;  // per rank, the latest
   std::string disagreement(const CollectiveKey& k) const;
   std::string join_conflict(const CollectiveKey& k) const;
   bool eager_ok(const CollectiveKey& k) const;
@@ -103,7 +117,8 @@ class Negotiator {
   // rank's, in rank order, so the others' collectives still get an order).
   std::deque<CollectiveKey> order_;
   std::unordered_set<CollectiveKey, CollectiveKeyHash> ordered_;
-  std::vector<int64_t> joined_round_;  // by rank: the round its join came in, or -1
+  std::vector<int64_t> joined_round_;             // by rank: the round its join came in, or -1
+  std::vector<std::deque<Withdrawn>> withdrawn_;  // by rank, oldest first
   std::unordered_map<CollectiveKey, Request*, CollectiveKeyHash> mine_;
 };
 

@@ -97,6 +97,7 @@ class Request {
   int* last_joined = nullptr;  // a join: where the rank that joined last goes
   double timeout_s = 0;        // resolved (> 0)
   TimePoint deadline = TimePoint::max();
+  TimePoint submitted{};  // when the caller asked (the stall warning's start)
   int64_t submit_ns = 0;  // for the timeline
   // Called once with the outcome (null: success), on the thread that drives
   // the engine, before complete() returns. Must not throw or block.

@@ -1,5 +1,6 @@
 #include "engine/round_record.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -13,6 +14,19 @@ size_t align_up(size_t v) { return (v + kRecordAlign - 1) / kRecordAlign * kReco
 
 size_t table_bytes(size_t entries, size_t withdrawals) {
   return sizeof(RecordHeader) + entries * sizeof(RecordEntry) + withdrawals * sizeof(RecordKey);
+}
+
+size_t label_size(const std::string& label) { return std::min(label.size(), kMaxLabelBytes); }
+
+// Appends `label` as a record carries it (label_size() bytes).
+void append_label(std::string& out, const std::string& label) {
+  if (label.size() <= kMaxLabelBytes) {
+    out.append(label);
+    return;
+  }
+  constexpr size_t kHead = kMaxLabelBytes / 2 - 2;  // a function's name starts it
+  constexpr size_t kTail = kMaxLabelBytes - kHead - 3;
+  out.append(label, 0, kHead).append("...").append(label, label.size() - kTail, kTail);
 }
 
 bool valid_kind(uint8_t k) {
@@ -30,16 +44,18 @@ void RecordWriter::reset(char* buf, size_t capacity, uint64_t round) {
   withdrawals_.clear();
   data_.clear();
   data_bytes_ = 0;
+  labels_.clear();
 }
 
-bool RecordWriter::fits(size_t data_bytes) const {
+bool RecordWriter::fits(const Request& r, size_t data_bytes) const {
   if (entries_.size() >= kMaxRecordEntries) return false;
   size_t data = data_bytes_ + (data_bytes ? align_up(data_bytes) : 0);
-  return align_up(table_bytes(entries_.size() + 1, withdrawals_.size())) + data <= capacity_;
+  size_t table = table_bytes(entries_.size() + 1, withdrawals_.size());
+  return align_up(table + labels_.size() + label_size(r.label)) + data <= capacity_;
 }
 
 void RecordWriter::add(const Request& r, bool eager, const void* data, size_t data_bytes) {
-  PTC_ENFORCE(fits(data_bytes), "record entry does not fit");
+  PTC_ENFORCE(fits(r, data_bytes), "record entry does not fit");
   RecordEntry e{};
   e.stream = r.key.stream;
   e.seq = r.key.seq;
@@ -52,7 +68,9 @@ void RecordWriter::add(const Request& r, bool eager, const void* data, size_t da
   e.op = static_cast<uint8_t>(r.desc.op);
   e.algorithm = r.desc.algorithm;
   e.flags = (eager ? uint32_t{kEntryEager} : 0u) | (r.external ? uint32_t{kEntryExternal} : 0u);
-  std::strncpy(e.label, r.label.c_str(), kLabelBytes - 1);
+  e.label_offset = static_cast<uint32_t>(labels_.size());  // in the labels, until finish()
+  e.label_bytes = static_cast<uint16_t>(label_size(r.label));
+  append_label(labels_, r.label);
   entries_.push_back(e);
   data_.push_back({data, data_bytes});
   if (data_bytes) data_bytes_ += align_up(data_bytes);
@@ -60,7 +78,9 @@ void RecordWriter::add(const Request& r, bool eager, const void* data, size_t da
 
 bool RecordWriter::add_withdrawal(const CollectiveKey& k) {
   if (withdrawals_.size() >= kMaxRecordEntries ||
-      align_up(table_bytes(entries_.size(), withdrawals_.size() + 1)) + data_bytes_ > capacity_) {
+      align_up(table_bytes(entries_.size(), withdrawals_.size() + 1) + labels_.size()) +
+              data_bytes_ >
+          capacity_) {
     return false;
   }
   withdrawals_.push_back({k.stream, k.seq});
@@ -68,8 +88,10 @@ bool RecordWriter::add_withdrawal(const CollectiveKey& k) {
 }
 
 size_t RecordWriter::finish() {
-  size_t offset = align_up(table_bytes(entries_.size(), withdrawals_.size()));
+  const size_t labels_at = table_bytes(entries_.size(), withdrawals_.size());
+  size_t offset = align_up(labels_at + labels_.size());
   for (size_t i = 0; i < entries_.size(); ++i) {
+    entries_[i].label_offset += static_cast<uint32_t>(labels_at);
     if (data_[i].bytes == 0) continue;
     entries_[i].eager_offset = offset;
     std::memcpy(buf_ + offset, data_[i].src, data_[i].bytes);
@@ -81,6 +103,7 @@ size_t RecordWriter::finish() {
   h.withdrawals = static_cast<uint16_t>(withdrawals_.size());
   h.round = round_;
   h.bytes = offset;
+  h.label_bytes = static_cast<uint32_t>(labels_.size());
   std::memcpy(buf_, &h, sizeof(h));
   char* p = buf_ + sizeof(h);
   if (!entries_.empty()) std::memcpy(p, entries_.data(), entries_.size() * sizeof(RecordEntry));
@@ -88,6 +111,7 @@ size_t RecordWriter::finish() {
   if (!withdrawals_.empty()) {
     std::memcpy(p, withdrawals_.data(), withdrawals_.size() * sizeof(RecordKey));
   }
+  if (!labels_.empty()) std::memcpy(buf_ + labels_at, labels_.data(), labels_.size());
   return offset;
 }
 
@@ -102,7 +126,12 @@ std::string check_record_header(const char* rec, size_t bytes, uint64_t round, R
   if (h.entries > kMaxRecordEntries || h.withdrawals > kMaxRecordEntries) {
     return str_cat("a record of ", h.entries, " entries and ", h.withdrawals, " withdrawals");
   }
-  if (table_bytes(h.entries, h.withdrawals) > bytes) return "a record shorter than its own table";
+  if (h.label_bytes > h.entries * kMaxLabelBytes || h.reserved != 0) {
+    return str_cat("a record with ", h.label_bytes, " bytes of labels for ", h.entries, " entries");
+  }
+  if (table_bytes(h.entries, h.withdrawals) + h.label_bytes > bytes) {
+    return "a record shorter than its own table";
+  }
   return "";
 }
 
@@ -116,9 +145,15 @@ const char* check_record_entry(const RecordEntry& e, const RecordHeader& h, int 
     return "a broadcast from a rank outside the job";
   }
   if (e.count > (uint64_t{1} << 60)) return "an entry of an impossible element count";
+  const size_t labels_at = table_bytes(h.entries, h.withdrawals);
+  const size_t labels_end = labels_at + h.label_bytes;  // <= bytes (check_record_header)
+  if (e.label_bytes > kMaxLabelBytes || e.label_offset < labels_at || e.label_offset > labels_end ||
+      e.label_bytes > labels_end - e.label_offset || e.reserved != 0) {
+    return "an entry whose label lies outside the record's labels";
+  }
   if (e.eager_bytes > 0) {
     const uint64_t want = e.count * dtype_size(static_cast<DType>(e.dtype));
-    const size_t data_start = align_up(table_bytes(h.entries, h.withdrawals));
+    const size_t data_start = align_up(labels_end);
     if (!(e.flags & kEntryEager) || e.eager_bytes != want || e.eager_offset < data_start ||
         e.eager_offset % kRecordAlign != 0 || e.eager_offset > h.bytes ||
         e.eager_bytes > h.bytes - e.eager_offset) {
@@ -164,8 +199,7 @@ std::string parse_record(const char* rec, size_t bytes, uint64_t round, int size
       a.data = rec + e.eager_offset;
       a.data_bytes = static_cast<size_t>(e.eager_bytes);
     }
-    e.label[kLabelBytes - 1] = '\0';
-    a.label = e.label;
+    a.label.assign(rec + e.label_offset, e.label_bytes);  // within the record (checked)
     for (char& c : a.label) {
       if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
     }

@@ -6,6 +6,9 @@
 //
 // Written by this rank, read by every other rank: every field is validated
 // by parse_record() before use, like any other bytes from the network.
+//
+// Layout: header, entries, withdrawals, the entries' labels (packed, each
+// at most kMaxLabelBytes), then each eager input on a cache line.
 #pragma once
 
 #include <cstddef>
@@ -19,15 +22,18 @@ namespace pytfcomm {
 
 constexpr uint32_t kRecordMagic = 0x4f47454e;  // "NEGO"
 constexpr size_t kRecordAlign = 64;            // eager inputs start on a cache line
-constexpr size_t kLabelBytes = 40;
+// The longest label a record carries: TF node names with their function's
+// name, NumPy names. A longer one keeps its start and its end (clip_label).
+constexpr size_t kMaxLabelBytes = 512;
 
 struct RecordHeader {
   uint32_t magic;
   uint16_t entries;
   uint16_t withdrawals;
   uint64_t round;
-  uint64_t bytes;  // the whole record
-  uint64_t reserved;
+  uint64_t bytes;        // the whole record
+  uint32_t label_bytes;  // the labels after the withdrawals
+  uint32_t reserved;
 };
 static_assert(sizeof(RecordHeader) == 32, "RecordHeader is part of the wire format");
 
@@ -46,10 +52,12 @@ struct RecordEntry {
   uint32_t shape_tag;
   int32_t root;
   uint8_t kind, dtype, op, algorithm;
-  uint32_t flags;  // RecordEntryFlags
-  char label[kLabelBytes];
+  uint32_t flags;         // RecordEntryFlags
+  uint32_t label_offset;  // where its label starts in the record
+  uint16_t label_bytes;   // <= kMaxLabelBytes
+  uint16_t reserved;
 };
-static_assert(sizeof(RecordEntry) == 96, "RecordEntry is part of the wire format");
+static_assert(sizeof(RecordEntry) == 64, "RecordEntry is part of the wire format");
 
 struct RecordKey {
   uint64_t stream;
@@ -79,9 +87,11 @@ class RecordWriter {
   RecordWriter() = default;
   RecordWriter(char* buf, size_t capacity, uint64_t round) { reset(buf, capacity, round); }
   void reset(char* buf, size_t capacity, uint64_t round);
-  // Room for one more entry carrying `data_bytes` of input (0: none)?
-  bool fits(size_t data_bytes) const;
-  // Adds an entry; `data` (may be null when data_bytes is 0) is copied in.
+  // Room for one more entry, `r`, carrying `data_bytes` of input (0: none)?
+  bool fits(const Request& r, size_t data_bytes) const;
+  // Adds an entry; `data` (may be null when data_bytes is 0) is copied in,
+  // and its label: whole up to kMaxLabelBytes, else its start and its end
+  // around "...".
   void add(const Request& r, bool eager, const void* data, size_t data_bytes);
   bool add_withdrawal(const CollectiveKey& k);
   // Finishes the record; returns its size in bytes.
@@ -100,6 +110,7 @@ class RecordWriter {
   };
   std::vector<Data> data_;
   size_t data_bytes_ = 0;  // sum of aligned data sizes so far
+  std::string labels_;     // the entries' labels, packed
 };
 
 // The most entries (and withdrawals) one record holds.

@@ -53,6 +53,35 @@ void StallInspector::begin(const transport::MessageMeta& meta, const char* name,
 
 void StallInspector::end() { active_ = false; }
 
+void StallInspector::begin_unmatched(TimePoint since, double timeout_s,
+                                     std::function<std::string()> describe) {
+  unmatched_ = true;
+  describe_ = std::move(describe);
+  unmatched_timeout_s_ = timeout_s;
+  if (since == unmatched_since_) return;
+  unmatched_since_ = since;
+  unmatched_next_ = TimePoint::max();
+  if (threshold_s_ > 0) {
+    const Clock::duration every = seconds(threshold_s_);
+    unmatched_next_ = since + every;
+    if (unmatched_reported_ != TimePoint{}) {
+      unmatched_next_ = std::max(unmatched_next_, unmatched_reported_ + every);
+    }
+  }
+}
+
+TimePoint StallInspector::unmatched_turn(TimePoint now) {
+  if (now < unmatched_next_) return unmatched_next_;
+  unmatched_reported_ = now;
+  unmatched_next_ = now + seconds(threshold_s_);
+  const double waited = std::chrono::duration<double>(now - unmatched_since_).count();
+  PTC_LOG(kWarn, "stall: this rank has waited ", static_cast<int64_t>(waited * 10 + 0.5) / 10.0,
+          " s for the other ranks to ask for its collectives: ", describe_ ? describe_() : "",
+          ". Warning every ", threshold_s_, " s (PYTFCOMM_STALL_WARNING); the call fails ",
+          unmatched_timeout_s_, " s after it was made (PYTFCOMM_TIMEOUT)");
+  return unmatched_next_;
+}
+
 void StallInspector::on_status(int peer, const transport::MessageMeta& meta,
                                uint32_t flags) noexcept {
   if (peer < 0 || peer >= size_) return;
@@ -88,7 +117,8 @@ void StallInspector::ask_all(TimePoint now) {
 TimePoint StallInspector::on_block(TimePoint now) noexcept {
   try {
     if (owed_) answer_owed();
-    if (!active_) return TimePoint::max();
+    const TimePoint unmatched = unmatched_ ? unmatched_turn(now) : TimePoint::max();
+    if (!active_) return unmatched;
     if (now >= next_ask_) {
       ask_all(now);
       report_at_ = now + seconds(grace_s(threshold_s_));
@@ -103,7 +133,7 @@ TimePoint StallInspector::on_block(TimePoint now) noexcept {
       final_asked_at_ = now;
     }
     TimePoint final = final_asked_at_ == TimePoint{} ? final_ask_ : TimePoint::max();
-    return std::min({next_ask_, report_at_, final});
+    return std::min({next_ask_, report_at_, final, unmatched});
   } catch (...) {
     // Diagnostics must never fail a collective; PYTFCOMM_TIMEOUT still applies.
     return TimePoint::max();

@@ -17,9 +17,16 @@
 // Shortly before the collective's deadline it asks once more, silently, so
 // that a timeout names the rank that holds the job back (on_deadline) even
 // on a rank that only waits on another waiting rank.
+//
+// Between negotiation rounds no frame is needed: every rank has read every
+// rank's record, so a rank whose collectives the others have not asked for
+// knows what each of them waits in instead (ranks in different collectives,
+// or one that asks for none). The engine says so (begin_unmatched) and the
+// warning quotes it, on every waiting rank, at the same interval.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,6 +50,14 @@ class StallInspector : public transport::StatusObserver {
              TimePoint now);
   void end();
 
+  // Between rounds, waiting for the other ranks to ask for this rank's
+  // collectives, the oldest asked for at `since` (its deadline `timeout_s`
+  // after): once it has waited the threshold, and every interval after, a
+  // warning with describe() (what every rank waits in). Called before each
+  // such wait; the schedule carries over while `since` stays the same.
+  void begin_unmatched(TimePoint since, double timeout_s, std::function<std::string()> describe);
+  void end_unmatched() { unmatched_ = false; }
+
   TimePoint on_block(TimePoint now) noexcept override;
   void on_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override;
   transport::StallVerdict on_deadline(TimePoint now) noexcept override;
@@ -58,6 +73,7 @@ class StallInspector : public transport::StatusObserver {
     bool owe_reply = false;       // it asked; answer at the next block
   };
   void ask_all(TimePoint now);
+  TimePoint unmatched_turn(TimePoint now);
   void answer_owed() noexcept;
   uint32_t own_flags() const { return active_ ? uint32_t{transport::kStatusInCollective} : 0u; }
 
@@ -80,6 +96,13 @@ class StallInspector : public transport::StatusObserver {
   TimePoint deadline_ = TimePoint::max();
   TimePoint final_ask_ = TimePoint::max();  // when to ask before the deadline
   TimePoint final_asked_at_{};              // {}: not yet
+
+  bool unmatched_ = false;  // between rounds, with collectives nobody else asked for
+  std::function<std::string()> describe_;
+  double unmatched_timeout_s_ = 0;
+  TimePoint unmatched_since_{};
+  TimePoint unmatched_next_ = TimePoint::max();
+  TimePoint unmatched_reported_{};  // the last such warning ({}: none)
 };
 
 }  // namespace pytfcomm

@@ -136,8 +136,9 @@ struct AllReduceFunctor<CPUDevice> {
     }
     const int64_t contributions = int64_t{n} * comm->size();
     SubmitCrossWorker(ctx, std::move(done), "cross-worker all-reduce", *comm,
-                      InstanceStream(ctx, a.instance_key), OpLabel("allreduce", ctx),
-                      std::move(reqs), [op = a.op, comm, packs = std::move(packs), contributions] {
+                      InstanceStream(ctx, a.instance_key),
+                      OpLabel("allreduce", ctx, a.instance_key), std::move(reqs),
+                      [op = a.op, comm, packs = std::move(packs), contributions] {
                         for (const Pack& p : packs) {
                           if (op == ReduceOp::kMean) {
                             void* buf = const_cast<char*>(p.buffer.tensor_data().data());

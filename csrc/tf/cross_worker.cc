@@ -19,12 +19,22 @@ uint64_t InstanceStream(const tensorflow::OpKernelContext* ctx, const std::strin
   return s;
 }
 
-std::string OpLabel(const char* kind, const tensorflow::OpKernelContext* ctx) {
+std::string OpLabel(const char* kind, const tensorflow::OpKernelContext* ctx,
+                    const std::string& instance_key) {
   const std::string& node = ctx->op_kernel().name();
-  constexpr size_t kTail = 26;  // the record keeps 39 characters of a label
   std::string label(kind);
   label += ' ';
-  label += node.size() > kTail ? "..." + node.substr(node.size() - kTail) : node;
+  // "op:<function>#<n>" (_ordering.py): node names inside a tf.function do
+  // not say which function they are in, and two functions' nodes often have
+  // the same name.
+  const size_t hash = instance_key.rfind('#');
+  if (instance_key.compare(0, 3, "op:") == 0 && hash != std::string::npos && hash > 3) {
+    label.append(instance_key, 3, hash - 3).append("/").append(node);
+  } else if (instance_key.compare(0, 7, "thread:") == 0) {
+    label.append(node).append(" (eager, thread ").append(instance_key, 7).append(")");
+  } else {
+    label.append(node);
+  }
   return label;
 }
 

@@ -26,8 +26,11 @@ namespace tf {
 // frame and iteration of a while loop (iterations may run concurrently).
 uint64_t InstanceStream(const tensorflow::OpKernelContext* ctx, const std::string& instance_key);
 
-// "allreduce <the op's node name>", short enough for negotiation records.
-std::string OpLabel(const char* kind, const tensorflow::OpKernelContext* ctx);
+// "allreduce train_step/pytfcomm_allreduce/PytfcommAllReduce": the kind, the
+// outermost tf.function's name (from `instance_key`) and the op's node name,
+// whole (a negotiation record carries up to kMaxLabelBytes of it).
+std::string OpLabel(const char* kind, const tensorflow::OpKernelContext* ctx,
+                    const std::string& instance_key);
 
 // Submits `reqs` together (in order) and returns, after running them when
 // this thread may (above). When every one has finished, on the thread that

@@ -33,8 +33,9 @@ struct BroadcastFunctor<CPUDevice> {
         algorithms::CollectiveKind::kBroadcast, buf, buf, static_cast<size_t>(out.NumElements()),
         args.dtype, ReduceOp::kSum, Algorithm::kAuto, a.root, a.core_timeout(), 0));
     SubmitCrossWorker(ctx, std::move(done), "cross-worker broadcast", *comm,
-                      InstanceStream(ctx, a.instance_key), OpLabel("broadcast", ctx),
-                      std::move(reqs), [comm, out] { count(CounterKind::kCrossWorkerOps); });
+                      InstanceStream(ctx, a.instance_key),
+                      OpLabel("broadcast", ctx, a.instance_key), std::move(reqs),
+                      [comm, out] { count(CounterKind::kCrossWorkerOps); });
   }
 };
 
@@ -115,8 +116,8 @@ struct AllGatherFunctor<CPUDevice> {
       count(CounterKind::kCrossWorkerOps);
     };
     SubmitCrossWorker(ctx, std::move(done), "cross-worker all-gather", *comm,
-                      InstanceStream(ctx, a.instance_key), OpLabel("allgather", ctx),
-                      std::move(reqs), std::move(after));
+                      InstanceStream(ctx, a.instance_key),
+                      OpLabel("allgather", ctx, a.instance_key), std::move(reqs), std::move(after));
   }
 
  private:

@@ -141,8 +141,9 @@ class ReduceScatterOp : public CommKernel {
         const_cast<char*>(out.tensor_data().data()), static_cast<size_t>(elements), dt, a_.op,
         Algorithm::kAuto, 0, a_.core_timeout(), tag));
     SubmitCrossWorker(ctx, std::move(done), "cross-worker reduce-scatter", comm,
-                      InstanceStream(ctx, a_.instance_key), OpLabel("reducescatter", ctx),
-                      std::move(reqs), [in, out] { count(CounterKind::kCrossWorkerOps); });
+                      InstanceStream(ctx, a_.instance_key),
+                      OpLabel("reducescatter", ctx, a_.instance_key), std::move(reqs),
+                      [in, out] { count(CounterKind::kCrossWorkerOps); });
   }
 };
 
@@ -249,10 +250,11 @@ class AlltoallOp : public CommKernel {
       }
       count(CounterKind::kCrossWorkerOps);
     };
-    SubmitCrossWorker(ctx, std::move(done), "cross-worker all-to-all", *comm,
-                      InstanceStream(ctx, a_.instance_key),
-                      OpLabel(valid.ok() ? "alltoall" : "alltoall (bad splits)", ctx),
-                      std::move(reqs), std::move(after));
+    SubmitCrossWorker(
+        ctx, std::move(done), "cross-worker all-to-all", *comm,
+        InstanceStream(ctx, a_.instance_key),
+        OpLabel(valid.ok() ? "alltoall" : "alltoall (bad splits)", ctx, a_.instance_key),
+        std::move(reqs), std::move(after));
   }
 
  private:

@@ -13,8 +13,10 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format assumes li
 // 3: STAT frames (stall inspector); 4: extra TCP streams; 5: ABRT flags and
 // shared-memory abort notes; 6: negotiation rounds (engine/round_record.h),
 // BEAT frames, the error kind in ABRT flags; 7: halving-doubling all-reduce
-// (algorithm 5, phase 13), and auto picking it: two more values agreed at setup
-constexpr uint32_t kProtocolVersion = 7;
+// (algorithm 5, phase 13), and auto picking it: two more values agreed at setup;
+// 8: negotiation records carry whole labels (up to 512 bytes, packed after the
+// table) instead of 39 characters in each entry
+constexpr uint32_t kProtocolVersion = 8;
 constexpr uint64_t kHelloMagic = 0x314d4d4f43465450ULL;  // "PTFCOMM1"
 constexpr uint32_t kDataMagic = 0x41544144;              // "DATA"
 constexpr uint32_t kAbortMagic = 0x54524241;             // "ABRT"

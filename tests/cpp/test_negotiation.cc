@@ -218,5 +218,100 @@ TEST(Negotiator, EagerOnlyWhenEveryRankBroughtItsInputInTheSameRound) {
   EXPECT_FALSE(d2[0].eager);
 }
 
+// Labels travel whole up to kMaxLabelBytes (a record once kept 39
+// characters, so two functions' ops both read "...llreduce/PytfcommAllReduce");
+// a longer one keeps its start and its end.
+TEST(RoundRecord, LabelsTravelWholeUpToTheBound) {
+  std::vector<char> buf(1 << 16);
+  const std::string long_a = "allreduce a" + std::string(300, 'x') + "/PytfcommAllReduce #0";
+  const std::string huge = "allreduce b" + std::string(3000, 'y') + "/PytfcommAllReduce #7";
+  auto pa = make(1, 0, 4, long_a.c_str()), pb = make(2, 0, 4000, huge.c_str());
+  auto pc = make(3, 0, 4, "");
+  RecordWriter w(buf.data(), buf.size(), 1);
+  const float in[4] = {1, 2, 3, 4};
+  w.add(*pa, true, in, sizeof(in));
+  w.add(*pb, false, nullptr, 0);
+  w.add(*pc, true, in, sizeof(in));
+  size_t n = w.finish();
+  ParsedRecord p;
+  ASSERT_EQ(parse_record(buf.data(), n, 1, 2, &p), "");
+  ASSERT_EQ(p.entries.size(), 3u);
+  EXPECT_EQ(p.entries[0].label, long_a);
+  EXPECT_EQ(p.entries[1].label.size(), kMaxLabelBytes);
+  EXPECT_EQ(p.entries[1].label.substr(0, 100), huge.substr(0, 100));
+  EXPECT_NE(p.entries[1].label.find("..."), std::string::npos);
+  EXPECT_EQ(p.entries[1].label.substr(kMaxLabelBytes - 30), huge.substr(huge.size() - 30));
+  EXPECT_EQ(p.entries[2].label, "");
+  ASSERT_NE(p.entries[2].data, nullptr);
+  EXPECT_EQ(std::memcmp(p.entries[2].data, in, sizeof(in)), 0);
+}
+
+TEST(RoundRecord, LabelsOutsideTheirAreaAreRefused) {
+  std::vector<char> buf(4096);
+  auto pa = make(1, 0, 4, "allreduce 'a' #0"), pb = make(2, 0, 4, "allreduce 'b' #0");
+  RecordWriter w(buf.data(), buf.size(), 1);
+  w.add(*pa, false, nullptr, 0);
+  w.add(*pb, false, nullptr, 0);
+  const size_t n = w.finish();
+  ParsedRecord p;
+  ASSERT_EQ(parse_record(buf.data(), n, 1, 2, &p), "");
+  const size_t second = sizeof(RecordHeader) + sizeof(RecordEntry);
+  auto mutated = [&](auto change) {
+    std::vector<char> copy(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+    RecordHeader h;
+    RecordEntry e;
+    std::memcpy(&h, copy.data(), sizeof(h));
+    std::memcpy(&e, copy.data() + second, sizeof(e));
+    change(h, e);
+    std::memcpy(copy.data(), &h, sizeof(h));
+    std::memcpy(copy.data() + second, &e, sizeof(e));
+    return parse_record(copy.data(), n, 1, 2, &p);
+  };
+  EXPECT_EQ(mutated([](RecordHeader&, RecordEntry&) {}), "");
+  EXPECT_NE(mutated([](RecordHeader&, RecordEntry& e) { e.label_bytes += 1; }), "");
+  EXPECT_NE(mutated([](RecordHeader&, RecordEntry& e) { e.label_offset = 8; }), "");
+  EXPECT_NE(mutated([](RecordHeader&, RecordEntry& e) { e.label_offset = 0xfffffff0u; }), "");
+  EXPECT_NE(mutated([](RecordHeader&, RecordEntry& e) { e.label_bytes = 0xffff; }), "");
+  EXPECT_NE(mutated([](RecordHeader&, RecordEntry& e) { e.reserved = 1; }), "");
+  EXPECT_NE(mutated([](RecordHeader& h, RecordEntry&) { h.label_bytes = 1 << 20; }), "");
+  EXPECT_NE(mutated([](RecordHeader& h, RecordEntry&) { h.label_bytes -= 1; }), "");
+  EXPECT_NE(mutated([](RecordHeader& h, RecordEntry&) { h.reserved = 1; }), "");
+}
+
+// Two ranks wait in different collectives: each sees what every rank waits
+// in, whole; a rank that times out after the other gave up still names what
+// the other waited in.
+TEST(Negotiator, EveryRankSeesWhatEachRankWaitsIn) {
+  const std::string a = "allreduce a" + std::string(60, 'x') + "/PytfcommAllReduce #0";
+  const std::string b = "allreduce b" + std::string(60, 'x') + "/PytfcommAllReduce #0";
+  auto pa = make(1, 0, 1024, a.c_str()), pb = make(2, 0, 1024, b.c_str());
+  Negotiator n0(0, 2), n1(1, 2);
+  n0.announce(pa.get());
+  n1.announce(pb.get());
+  Round round1 = build_round(1, {{pa.get()}, {pb.get()}});
+  for (Negotiator* neg : {&n0, &n1}) {
+    neg->absorb(1, round1.parsed);
+    EXPECT_TRUE(neg->decide().empty());
+    const std::string text = neg->describe_waits();
+    EXPECT_NE(text.find("rank 0 waits in '" + a + "' (allreduce(float32 x 1024"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("rank 1 waits in '" + b + "' (allreduce(float32 x 1024"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("The ranks call different collectives"), std::string::npos) << text;
+  }
+  // Rank 1 gives up first; rank 0's own timeout, a round later, still names b.
+  n1.withdraw({2, 0});
+  Round round2 = build_round(2, {{}, {}}, {{}, {{2, 0}}});
+  n0.absorb(2, round2.parsed);
+  n1.absorb(2, round2.parsed);
+  const std::string unmatched = n0.describe_unmatched({1, 0});
+  EXPECT_NE(unmatched.find("rank 1 asked for '" + b + "'"), std::string::npos) << unmatched;
+  EXPECT_NE(unmatched.find("gave up on it"), std::string::npos) << unmatched;
+  // Now rank 1 asks for nothing: rank 0 waits on a rank that is late.
+  const std::string late = n0.describe_waits();
+  EXPECT_NE(late.find("rank 1 asks for no collective"), std::string::npos) << late;
+  EXPECT_NE(late.find("rank 0 waits in '" + a + "'"), std::string::npos) << late;
+}
+
 }  // namespace
 }  // namespace pytfcomm

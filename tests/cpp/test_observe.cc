@@ -105,6 +105,40 @@ TEST(StallInspector, VerdictTellsSilentRanksFromAnsweringOnes) {
   EXPECT_NE(v.text.find("rank 2 has not joined"), std::string::npos) << v.text;
 }
 
+// Between rounds (ranks in different collectives): one warning per interval
+// from the oldest call's start, quoting what the engine says every rank
+// waits in; none with the threshold at 0.
+TEST(StallInspector, UnmatchedWaitWarnsOncePerInterval) {
+  StallInspector s(/*rank=*/0, /*size=*/2, /*threshold_s=*/0.5);
+  const TimePoint now = Clock::now();
+  int asked = 0;
+  auto describe = [&asked] {
+    ++asked;
+    return std::string("rank 0 waits in 'a'; rank 1 waits in 'b'");
+  };
+  s.begin_unmatched(now - std::chrono::milliseconds(200), 9.0, describe);
+  EXPECT_EQ(s.on_block(now), now + std::chrono::milliseconds(300));  // not yet
+  EXPECT_EQ(asked, 0);
+  ::testing::internal::CaptureStderr();
+  s.begin_unmatched(now - std::chrono::milliseconds(200), 9.0, describe);  // the same wait
+  const TimePoint later = now + std::chrono::milliseconds(400);
+  EXPECT_EQ(s.on_block(later), later + std::chrono::milliseconds(500));
+  EXPECT_EQ(s.on_block(later + std::chrono::milliseconds(100)),
+            later + std::chrono::milliseconds(500));
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(asked, 1);
+  EXPECT_NE(err.find("stall: this rank has waited 0.6 s for the other ranks to ask for its "
+                     "collectives: rank 0 waits in 'a'; rank 1 waits in 'b'. Warning every 0.5 s"),
+            std::string::npos)
+      << err;
+  s.end_unmatched();
+  EXPECT_EQ(s.on_block(later + std::chrono::seconds(5)), TimePoint::max());
+  StallInspector quiet(0, 2, 0);
+  quiet.begin_unmatched(now - std::chrono::seconds(100), 9.0, describe);
+  EXPECT_EQ(quiet.on_block(now), TimePoint::max());
+  EXPECT_EQ(asked, 1);
+}
+
 // Three ranks as threads; rank 1 stays away from its second all-reduce
 // (like a stopped process: it answers nothing). Rank 2 waits on it directly;
 // rank 0 waits on rank 2 and, with the shorter timeout, reaches its deadline

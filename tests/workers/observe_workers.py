@@ -90,3 +90,56 @@ def stopped_rank(
         return {"error": type(exc).__name__, "message": str(exc)}
     finally:
         comm.close()
+
+
+def different_names(
+    rank: int, size: int, addr: str, names: list[str], stall: float, timeout: float
+) -> dict:
+    """Rank r calls an all-reduce under names[r]: unless the names agree, the ranks
+    wait in different collectives until the deadline. Then the communicator must
+    still work."""
+    with pytfcomm.init(
+        rank=rank, size=size, addr=addr, stall_warning=stall, timeout=timeout
+    ) as comm:
+        comm.allreduce(np.ones(SMALL, np.float32))  # everyone is connected and in step
+        t0 = time.monotonic()
+        try:
+            comm.allreduce(np.ones(SMALL, np.float32), name=names[rank])
+            out = {"error": None}
+        except pytfcomm.CommError as exc:
+            out = {"error": type(exc).__name__, "message": str(exc)}
+        out["waited"] = time.monotonic() - t0
+        y = comm.allreduce(np.full(SMALL, rank + 1, np.float32))
+        out["after_ok"] = bool(np.all(y == size * (size + 1) / 2))
+    return out
+
+
+def different_functions(
+    rank: int, size: int, addr: str, fn_names: list[str], stall: float, timeout: float
+) -> dict:
+    """Rank r runs an all-reduce in a tf.function named fn_names[r]: the ranks wait in
+    different TF ops until the deadline. Then the communicator must still work."""
+    import tensorflow as tf
+
+    import pytfcomm.tf as ptf
+
+    comm = pytfcomm.init(rank=rank, size=size, addr=addr, stall_warning=stall, timeout=timeout)
+    ptf.set_default_communicator(comm)
+
+    def step(x):
+        return ptf.allreduce(x)
+
+    step.__name__ = step.__qualname__ = fn_names[rank]
+    fn = tf.function(step)
+    ptf.allreduce(tf.ones([8])).numpy()  # everyone is connected and in step
+    t0 = time.monotonic()
+    try:
+        fn(tf.ones([SMALL])).numpy()
+        out = {"error": None}
+    except tf.errors.OpError as exc:
+        out = {"error": type(exc).__name__, "message": exc.message}
+    out["waited"] = time.monotonic() - t0
+    y = ptf.allreduce(tf.fill([8], float(rank + 1))).numpy()
+    out["after_ok"] = bool(np.all(y == size * (size + 1) / 2))
+    comm.close()
+    return out

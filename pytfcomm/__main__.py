@@ -100,7 +100,7 @@ def _merge(files: list[str], output: str) -> int:
         print(f"{MERGE_PROG}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"{MERGE_PROG}: error: cannot write {output}: {exc.strerror}", file=sys.stderr)
+        print(f"{MERGE_PROG}: error: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     print(f"wrote {n} events from {len(files)} file(s) to {output}")
     return 0

@@ -9,7 +9,9 @@ module gives Horovod's API that meaning:
 * ``state.commit()`` saves the state in memory (for ``restore()``) and, when
   ``PYTFCOMM_ELASTIC_DIR`` is set (``pytfcomm-run --restarts`` sets it to a
   directory that lives as long as the launcher), rank 0 also writes it there,
-  atomically;
+  atomically, as a new 0600 file; it loads back only a file of this user's that
+  group and others cannot write, not a link, in such a directory (a pickle runs
+  code when loaded; docs/security.md, "Files pytfcomm trusts");
 * ``@hvd.elastic.run`` starts ``func(state)`` from the last committed state
   (after a restart: rank 0 reads it back; then ``state.sync()`` gives every rank
   rank 0's), and lets errors propagate: a lost peer fails every rank, the

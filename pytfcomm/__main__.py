@@ -85,6 +85,27 @@ def info() -> dict[str, object]:
     return data
 
 
+MERGE_PROG = "python -m pytfcomm timeline merge"
+
+
+def _merge(files: list[str], output: str) -> int:
+    """``timeline merge``: 0 done; 2 an unusable input; 1 the output cannot be written.
+    Errors are one line on stderr."""
+    from .errors import InvalidArgumentError
+    from .timeline import merge
+
+    try:
+        n = merge(files, output)
+    except InvalidArgumentError as exc:
+        print(f"{MERGE_PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"{MERGE_PROG}: error: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {n} events from {len(files)} file(s) to {output}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytfcomm")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -92,16 +113,18 @@ def main(argv: list[str] | None = None) -> int:
     p_info.add_argument("--json", action="store_true", help="machine-readable output")
     p_tl = sub.add_parser("timeline", help="work with PYTFCOMM_TIMELINE files")
     tl_sub = p_tl.add_subparsers(dest="timeline_command", required=True)
-    p_merge = tl_sub.add_parser("merge", help="merge per-rank timelines into one file")
+    p_merge = tl_sub.add_parser(
+        "merge",
+        help="merge per-rank timelines into one file",
+        description="Merge per-rank PYTFCOMM_TIMELINE files into one. Exit status: 0 done, "
+        "2 an input is unusable (missing, not a regular file, over 1 GiB, not a timeline), "
+        "1 the output cannot be written.",
+    )
     p_merge.add_argument("files", nargs="+", help="per-rank timeline files")
     p_merge.add_argument("-o", "--output", required=True, help="the merged file to write")
     args = parser.parse_args(argv)
     if args.command == "timeline":
-        from .timeline import merge
-
-        n = merge(args.files, args.output)
-        print(f"wrote {n} events from {len(args.files)} file(s) to {args.output}")
-        return 0
+        return _merge(args.files, args.output)
     if args.command == "info":
         data = info()
         if args.json:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import functools
 import math
 import os
-import stat
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 
-from . import _cluster, _core, _dlpack
+from . import _cluster, _core, _dlpack, _owned_file
 from ._dtypes import algorithm_code, dtype_code, op_code
 from ._fusion import AllreduceHandle, as_array_list, check_fusion_bytes, list_tag
 from ._rows import padded_blocks, reduce_scatter_rows
@@ -799,35 +798,17 @@ _MAX_SECRET_FILE = 4096
 def _secret_file(path: str) -> str:
     """The job secret held in ``path`` (PYTFCOMM_SECRET_FILE), surrounding whitespace dropped.
 
-    The file must be a regular file that neither group nor others may access: a secret
-    that other users can read protects nothing.
+    The file must be a regular file of this user's that neither group nor others may
+    access (``_owned_file``): a secret that other users can read or set protects nothing.
     """
     what = f"PYTFCOMM_SECRET_FILE={path!r}"
+    fix = (
+        "point it at a file of your own, mode 600, that holds the job secret and exists on "
+        "every rank's host (a shared filesystem), or unset it and set PYTFCOMM_SECRET"
+    )
+    fd = _owned_file.open_owned(path, what, fix, no_access=True)
     try:
-        # O_NONBLOCK: a FIFO given by mistake must not hang init(); no effect on files.
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError as exc:
-        raise ConfigError(
-            f"{what}: cannot open it ({exc.strerror}): point it at a file that holds the job "
-            "secret and exists on every rank's host (a shared filesystem), or "
-            "unset it and set PYTFCOMM_SECRET"
-        ) from None
-    try:
-        st = os.fstat(fd)  # of the file opened, not of whatever the path names by now
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"{what} is not a regular file: point it at the secret's file")
-        mode = stat.S_IMODE(st.st_mode)
-        if mode & 0o077:
-            raise ConfigError(
-                f"{what} is accessible to group or others (mode {mode:04o}): it holds the job "
-                f"secret, so make it private with chmod 600 {path}"
-            )
-        data = b""
-        while len(data) <= _MAX_SECRET_FILE:
-            chunk = os.read(fd, _MAX_SECRET_FILE + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
+        data = _owned_file.read_bounded(fd, _MAX_SECRET_FILE)
     finally:
         os.close(fd)
     if len(data) > _MAX_SECRET_FILE:

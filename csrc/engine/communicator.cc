@@ -169,16 +169,18 @@ Timeline* Communicator::TimelineSlot::release() {
 std::string Communicator::start_timeline(const std::string& pattern) {
   PTC_CHECK_ARG(!pattern.empty(), "start_timeline needs a file path");
   std::lock_guard<std::mutex> lock(timeline_mu_);
+  std::string why;
+  bool ok;
   if (!timeline_) {
-    std::unique_ptr<Timeline> t = Timeline::open(pattern, rank_, size_, host_of(rank_));
-    if (!t) {
-      PTC_THROW(kConfig, "cannot write the timeline file ", Timeline::path_for(pattern, rank_),
-                " (see the warning above): pass a path in a writable directory");
-    }
-    timeline_.set(std::move(t));
-  } else if (!timeline_->start(pattern)) {
-    PTC_THROW(kConfig, "cannot write the timeline file ", Timeline::path_for(pattern, rank_),
-              ": pass a path in a writable directory");
+    std::unique_ptr<Timeline> t = Timeline::open(pattern, rank_, size_, host_of(rank_), &why);
+    ok = t != nullptr;
+    if (ok) timeline_.set(std::move(t));
+  } else {
+    ok = timeline_->start(pattern, &why);
+  }
+  if (!ok) {
+    PTC_THROW(kConfig, "cannot write the timeline file ", Timeline::path_for(pattern, rank_), ": ",
+              why, " (pass a path in a writable directory of your own)");
   }
   return timeline_->path();
 }

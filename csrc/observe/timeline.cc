@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -71,6 +72,44 @@ bool write_all_at(int fd, const std::string& s, int64_t off) {
 
 }  // namespace
 
+int Timeline::open_file(const std::string& path, std::string* why) {
+  // No O_TRUNC here: whether the file may be emptied is decided on what was opened.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int err = errno;
+    struct stat link_st;
+    if (err == ELOOP && ::lstat(path.c_str(), &link_st) == 0 && S_ISLNK(link_st.st_mode)) {
+      *why =
+          "it is a symbolic link, and pytfcomm does not follow one there (a link planted in a "
+          "shared directory such as /tmp could make it overwrite another file): remove the "
+          "link, or write the timeline into a directory of your own";
+    } else {
+      *why = std::strerror(err);
+    }
+    return -1;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    *why = std::strerror(errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    *why = "it is not a regular file: name a file path";
+  } else if (st.st_uid != ::geteuid()) {
+    *why = "it belongs to uid " + std::to_string(st.st_uid) +
+           ", not to this process's user, and pytfcomm overwrites only files of your own: "
+           "remove it, or write the timeline into a directory of your own";
+  } else if (st.st_nlink > 1) {
+    *why =
+        "it has other hard links, and overwriting it would change their content too: remove "
+        "it, or write the timeline into a directory of your own";
+  } else if (::ftruncate(fd, 0) != 0) {
+    *why = std::strerror(errno);
+  } else {
+    return fd;
+  }
+  ::close(fd);
+  return -1;
+}
+
 std::string Timeline::path_for(const std::string& pattern, int rank) {
   std::string r = std::to_string(rank);
   size_t at = pattern.find("%r");
@@ -89,17 +128,22 @@ std::string Timeline::path_for(const std::string& pattern, int rank) {
 }
 
 std::unique_ptr<Timeline> Timeline::open(const std::string& pattern, int rank, int size,
-                                         const std::string& host) {
+                                         const std::string& host, std::string* why) {
   if (pattern.empty()) return nullptr;
   std::string path = path_for(pattern, rank);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::string reason;
+  int fd = open_file(path, &reason);
   if (fd < 0) {
-    PTC_LOG(kWarn, "PYTFCOMM_TIMELINE: cannot write ", path, ": ", std::strerror(errno),
+    PTC_LOG(kWarn, "PYTFCOMM_TIMELINE: cannot write ", path, ": ", reason,
             "; running without a timeline");
+    if (why) *why = reason;
     return nullptr;
   }
   std::unique_ptr<Timeline> t(new Timeline(fd, path, rank, size, host));
-  if (t->write_failed_) return nullptr;  // the destructor closed it; warned already
+  if (t->write_failed_) {  // the destructor closes it; warned already
+    if (why) *why = "writing its first bytes failed";
+    return nullptr;
+  }
   static std::once_flag once;
   std::call_once(once, [] { std::atexit(flush_all_at_exit); });
   std::lock_guard<std::mutex> lock(registry_mu());
@@ -144,14 +188,16 @@ void Timeline::stop() noexcept {
   buf_.clear();  // what raced past the flush
 }
 
-bool Timeline::start(const std::string& pattern) {
+bool Timeline::start(const std::string& pattern, std::string* why) {
   const std::string path = path_for(pattern, rank_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (path != path_) {
-      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      std::string reason;
+      int fd = open_file(path, &reason);
       if (fd < 0) {
-        PTC_LOG(kWarn, "timeline: cannot write ", path, ": ", std::strerror(errno));
+        PTC_LOG(kWarn, "timeline: cannot write ", path, ": ", reason);
+        if (why) *why = reason;
         return false;
       }
       if (active_.load(std::memory_order_relaxed)) flush_locked();  // the old file's last events
@@ -160,7 +206,10 @@ bool Timeline::start(const std::string& pattern) {
       path_ = path;
       buf_.clear();
       write_head();
-      if (write_failed_) return false;
+      if (write_failed_) {
+        if (why) *why = "writing its first bytes failed";
+        return false;
+      }
     }
   }
   active_.store(true, std::memory_order_release);

@@ -50,9 +50,13 @@ class Timeline : public algorithms::Tracer {
   // ".rank<N>" goes before the extension (or at the end).
   static std::string path_for(const std::string& pattern, int rank);
   // Null when `pattern` is empty, or when the file cannot be written (a
-  // warning says why; the job goes on without a timeline).
+  // warning says why, and so does `why` when given; the job goes on without a timeline).
   static std::unique_ptr<Timeline> open(const std::string& pattern, int rank, int size,
-                                        const std::string& host);
+                                        const std::string& host, std::string* why = nullptr);
+  // `path` opened for writing and emptied, or -1 with `why` set. Never through a
+  // symbolic link (O_NOFOLLOW), only a regular file of this process's user with no
+  // other hard link; a new file gets mode 0600 (docs/timeline.md, "The file").
+  static int open_file(const std::string& path, std::string* why);
   ~Timeline() override;
 
   static int64_t now_ns();
@@ -63,9 +67,9 @@ class Timeline : public algorithms::Tracer {
   // is buffered, leaves a complete file and drops later events; start()
   // resumes, in the file of `pattern` (path_for) if it names another one
   // (created anew), else in the same file. start() returns false, and warns,
-  // when the file cannot be written (the timeline stays stopped).
+  // when the file cannot be written (the timeline stays stopped; `why` says why).
   void stop() noexcept;
-  bool start(const std::string& pattern);
+  bool start(const std::string& pattern, std::string* why = nullptr);
 
   // The transport the algorithms use while tracing (times every wait).
   transport::Transport& traced(transport::Transport& inner);

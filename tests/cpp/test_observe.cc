@@ -1,6 +1,9 @@
 // The timeline's file naming, STAT frame validation, and the stall inspector
 // with ranks as threads (one of them late, or away past the deadline).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -28,6 +31,38 @@ TEST(Timeline, PathPerRank) {
 TEST(Timeline, UnwritablePathMeansNoTimeline) {
   EXPECT_EQ(Timeline::open("/nonexistent-dir/t.json", 0, 1, "h"), nullptr);
   EXPECT_EQ(Timeline::open("", 0, 1, "h"), nullptr);
+}
+
+TEST(Timeline, OpenFileRefusesLinksAndCreatesPrivateFiles) {
+  char dir_template[] = "/tmp/pytfcomm-open-file-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string victim = dir + "/victim", link = dir + "/link", fresh = dir + "/t.json";
+  int v = ::open(victim.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(v, 0);
+  ASSERT_EQ(::write(v, "keep", 4), 4);
+  ::close(v);
+  ASSERT_EQ(::symlink(victim.c_str(), link.c_str()), 0);
+  std::string why;
+  EXPECT_EQ(Timeline::open_file(link, &why), -1);
+  EXPECT_NE(why.find("it is a symbolic link"), std::string::npos) << why;
+  struct stat st;
+  ASSERT_EQ(::stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 4);  // not truncated
+  const std::string hard = dir + "/hard";
+  ASSERT_EQ(::link(victim.c_str(), hard.c_str()), 0);
+  why.clear();
+  EXPECT_EQ(Timeline::open_file(hard, &why), -1);
+  EXPECT_NE(why.find("other hard links"), std::string::npos) << why;
+  mode_t old_mask = ::umask(022);  // a usual one: the 0600 must come from open_file
+  int fd = Timeline::open_file(fresh, &why);
+  ::umask(old_mask);
+  ASSERT_GE(fd, 0) << why;
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ::close(fd);
+  for (const std::string& p : {victim, link, hard, fresh}) ::unlink(p.c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST(CheckFrame, StatusFrames) {

@@ -56,3 +56,15 @@ def toggle(rank: int, size: int, addr: str, folder: str, elems: int) -> dict:
         t.join(30)
         comm.stop_timeline()
     return out
+
+
+def start_refused(rank: int, size: int, addr: str, pattern: str) -> dict:
+    """start_timeline(pattern) where the file must be refused: the error, and that the
+    collectives go on without a timeline."""
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+        try:
+            out = {"error": "", "path": comm.start_timeline(pattern)}
+        except pytfcomm.ConfigError as exc:
+            out = {"error": str(exc), "path": comm.timeline_path}
+        out["sum"] = float(comm.allreduce(np.ones(4, np.float32))[0])
+    return out

@@ -9,7 +9,9 @@ module gives Horovod's API that meaning:
 * ``state.commit()`` saves the state in memory (for ``restore()``) and, when
   ``PYTFCOMM_ELASTIC_DIR`` is set (``pytfcomm-run --restarts`` sets it to a
   directory that lives as long as the launcher), rank 0 also writes it there,
-  atomically;
+  atomically, as a new 0600 file; it loads back only a file of this user's that
+  group and others cannot write, not a link, in such a directory (a pickle runs
+  code when loaded; docs/security.md, "Files pytfcomm trusts");
 * ``@hvd.elastic.run`` starts ``func(state)`` from the last committed state
   (after a restart: rank 0 reads it back; then ``state.sync()`` gives every rank
   rank 0's), and lets errors propagate: a lost peer fails every rank, the
@@ -24,20 +26,32 @@ Horovod. Not supported: adding or removing hosts while the job runs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
-import tempfile
+import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..._owned_file import open_owned, open_owned_dir
 from .._basics import rank
 from .functions import broadcast_object, broadcast_variables
 
 __all__ = ["ObjectState", "State", "TensorFlowKerasState", "TensorFlowState", "restarted", "run"]
 
 ELASTIC_DIR_VAR = "PYTFCOMM_ELASTIC_DIR"
+_DIR_FIX = (
+    "hvd.elastic would unpickle what it finds there, and a pickle runs code when loaded: "
+    f"point {ELASTIC_DIR_VAR} at a directory of your own that group and others cannot write "
+    "(mkdir -m 700 DIR), or unset it (pytfcomm-run --restarts then makes a private one)"
+)
+_FILE_FIX = (
+    "it was not unpickled, since a pickle runs code when loaded: if you did not write it, "
+    "someone else may have, so delete it (the job then starts from its initial state) and "
+    "keep the directory private (mode 700)"
+)
 
 
 class State:
@@ -95,31 +109,64 @@ class State:
     def _load_snapshot(self, data: dict[str, Any]) -> None:
         raise NotImplementedError()
 
-    def _path(self) -> str | None:
+    def _dir(self, create: bool) -> int | None:
+        """A descriptor of PYTFCOMM_ELASTIC_DIR, checked (``_owned_file``); None when the
+        variable is unset, or when ``create`` is false and the directory does not exist."""
         folder = os.environ.get(ELASTIC_DIR_VAR, "").strip()
-        return os.path.join(folder, self._file) if folder else None
+        if not folder:
+            return None
+        if create:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        elif not os.path.lexists(folder):
+            return None
+        return open_owned_dir(folder, f"{ELASTIC_DIR_VAR}={folder!r}", _DIR_FIX)
 
     def _persist(self) -> None:
-        path = self._path()
-        if path is None or self._rank() != 0:
+        """Rank 0 writes the snapshot into a new 0600 file (O_EXCL) in the checked
+        directory, then renames it over the last commit (atomic)."""
+        if self._rank() != 0:
             return
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".commit-")
+        dfd = self._dir(create=True)
+        if dfd is None:
+            return
+        tmp = f".commit-{secrets.token_hex(8)}"
         try:
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump(self._snapshot(), f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)  # a crash mid-write leaves the previous commit whole
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(tmp, flags, 0o600, dir_fd=dfd)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    pickle.dump(self._snapshot(), f, protocol=pickle.HIGHEST_PROTOCOL)
+                # a crash mid-write leaves the previous commit whole
+                os.replace(tmp, self._file, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp, dir_fd=dfd)
+                raise
+        finally:
+            os.close(dfd)
 
     def _resume(self) -> bool:
-        """Rank 0 loads the last commit written before a restart; True if it did."""
-        path = self._path()
-        if path is None or self._rank() != 0 or not os.path.exists(path):
+        """Rank 0 loads the last commit written before a restart; True if it did.
+
+        Only a file that obeys the rule of ``_owned_file`` (this user's, not writable by
+        group or others, not a link, in such a directory) is unpickled: ConfigError else.
+        """
+        if self._rank() != 0:
             return False
-        with open(path, "rb") as f:
+        dfd = self._dir(create=False)
+        if dfd is None:
+            return False
+        try:
+            try:
+                os.lstat(self._file, dir_fd=dfd)
+            except FileNotFoundError:
+                return False
+            folder = os.environ[ELASTIC_DIR_VAR].strip()
+            what = f"the committed state {os.path.join(folder, self._file)!r}"
+            fd = open_owned(self._file, what, _FILE_FIX, follow=False, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+        with os.fdopen(fd, "rb") as f:
             self._load_snapshot(pickle.load(f))
         return True
 

@@ -28,14 +28,14 @@ REPEATS = 3
 WEIGHTS, MODEL = "best.weights.h5", "best.keras"
 
 
-def _run(tmp_path: Path, mode: str, repeats: int) -> list[list[dict]]:
+def _run(tmp_path: Path, mode: str, repeats: int) -> tuple[list[list[dict]], str]:
     res = launch("-np", "2", PY, WORKERS, mode, str(tmp_path), str(repeats),
                  cwd=tmp_path, timeout=360)  # fmt: skip
     err = res.stderr.decode()
     errors = "\n".join(line for line in err.splitlines() if "Error" in line)
     assert res.returncode == 0, errors[:3000] + "\n...\n" + err[-3000:]
     assert "Error" not in err, errors[:3000]
-    return [json.loads((tmp_path / f"{mode}.{r}.json").read_text()) for r in range(2)]
+    return [json.loads((tmp_path / f"{mode}.{r}.json").read_text()) for r in range(2)], err
 
 
 def _check(runs: list[list[dict]], repeats: int) -> None:
@@ -65,9 +65,30 @@ def _check(runs: list[list[dict]], repeats: int) -> None:
 
 
 def test_keras3_checkpoint_and_tensorboard_one_path(tmp_path: Path) -> None:
-    _check(_run(tmp_path, "keras3", REPEATS), REPEATS)
+    (chief, worker), err = _run(tmp_path, "keras3", REPEATS)
+    _check([chief[:REPEATS], worker[:REPEATS]], REPEATS)
+    # Worker 1's monitored value never improves after epoch 0, the chief's does: worker
+    # 1 still saves whenever the chief does (into its own directory) and says why.
+    c, w = chief[REPEATS], worker[REPEATS]
+    assert w["val_loss"] == [1e9] * 3 and c["val_loss"] != w["val_loss"]
+    assert c["saved"] == [WEIGHTS, MODEL] * len(_improvements(c["val_loss"]))
+    assert [p.split("/")[-1] for p in w["saved"]] == c["saved"], w["saved"]
+    assert all(p.startswith("workertemp_1/") for p in w["saved"]), w["saved"]
+    assert "[1] " in err and "'val_loss' is not the same on every worker" in err, err[-3000:]
+    assert c["weights_file_is_best"] and c["keras_file_is_best"]
+    assert not [p for p in c["listing"] if "workertemp" in p], c["listing"]
+
+
+def _improvements(values: list[float]) -> list[int]:
+    """The epochs at which save_best_only (mode min) saves."""
+    best, out = float("inf"), []
+    for i, v in enumerate(values):
+        if v < best:
+            best, out = v, [*out, i]
+    return out
 
 
 def test_tf_keras_checkpoint_and_tensorboard_one_path(tmp_path: Path) -> None:
     pytest.importorskip("tf_keras")
-    _check(_run(tmp_path, "tf_keras", REPEATS), REPEATS)
+    runs, _ = _run(tmp_path, "tf_keras", REPEATS)
+    _check(runs, REPEATS)

@@ -2,6 +2,8 @@
 
 ``python callback_files_workers.py MODE OUTDIR REPEATS``; MODE is ``keras3`` or
 ``tf_keras`` (``TF_USE_LEGACY_KERAS=1``). Each worker writes OUTDIR/<mode>.<rank>.json.
+``keras3`` adds one more fit in which worker 1's ``val_loss`` never improves (a callback
+edits its logs): the workers must still save together, as the chief decides.
 
 Every repeat is one ``fit`` of 3 epochs under ``pytfcomm.MultiWorkerMirroredStrategy``
 with, on the same paths on every worker, ``ModelCheckpoint(save_best_only=True)`` of the
@@ -57,7 +59,7 @@ def _data():
     return train, val
 
 
-def _one_fit(k, strategy, shared: Path) -> dict:
+def _one_fit(k, strategy, shared: Path, skew: bool = False) -> dict:
     import numpy as np
 
     model = _model(k, strategy)
@@ -79,8 +81,14 @@ def _one_fit(k, strategy, shared: Path) -> dict:
             weights.append(w)
             per_epoch.append(_digest(w))
 
+    class Skew(k.callbacks.Callback):  # worker 1 sees a val_loss that never improves
+        def on_epoch_end(self, epoch, logs=None):
+            if strategy.communicator.rank == 1:
+                logs["val_loss"] = 1e9
+
     callbacks = [
         Record(),
+        *([Skew()] if skew else []),
         k.callbacks.ModelCheckpoint(
             str(shared / "best.weights.h5"), save_best_only=True, save_weights_only=True
         ),
@@ -135,6 +143,8 @@ def main() -> None:
     strategy = pytfcomm.MultiWorkerMirroredStrategy()
     rank = strategy.communicator.rank
     runs = [_one_fit(k, strategy, out / f"{mode}{i}") for i in range(repeats)]
+    if mode == "keras3":  # a monitored value that differs per worker
+        runs.append(_one_fit(k, strategy, out / "skewed", skew=True))
     (out / f"{mode}.{rank}.json").write_text(json.dumps(runs))
 
 

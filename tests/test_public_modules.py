@@ -14,6 +14,7 @@ CORE_MODULES = ["pytfcomm", "pytfcomm.communicator", "pytfcomm.launcher", "pytfc
 TF_MODULES = [
     "pytfcomm.tf",
     "pytfcomm.tf.backup",
+    "pytfcomm.tf.callback_files",
     "pytfcomm.tf.collectives",
     "pytfcomm.tf.cross_device_ops",
     "pytfcomm.tf.distributed",

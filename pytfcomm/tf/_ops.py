@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from .. import __version__
-from ..errors import ConfigError
+from ..errors import ConfigError, InvalidArgumentError
 
 PACKAGE = Path(__file__).resolve().parent.parent
 PREBUILT = PACKAGE / "_tf_ops.so"
@@ -154,11 +154,32 @@ class _KeyedOps:
         from ._ordering import instance_key
 
         def keyed(*args: Any, **kwargs: Any) -> Any:
+            _refuse_under_xla(name)
             if kwargs.get("comm_handle"):
                 kwargs.setdefault("instance_key", instance_key())
             return fn(*args, **kwargs)
 
         return keyed
+
+
+def _refuse_under_xla(name: str) -> None:
+    """A clear error, at trace time, for an op that XLA would refuse (no XLA kernel)."""
+    from tensorflow.python.framework import ops as tf_ops
+    from tensorflow.python.ops import control_flow_util
+
+    if not control_flow_util.GraphOrParentsInXlaContext(tf_ops.get_default_graph()):
+        return
+    op = "".join(part.title() for part in name.split("_"))
+    raise InvalidArgumentError(
+        f"pytfcomm's {op} cannot run inside a function compiled with XLA (jit_compile=True "
+        "on a tf.function, or Keras' model.compile(jit_compile=True)): pytfcomm's ops have "
+        "no XLA kernel. Compile that function without XLA (Keras: "
+        "model.compile(jit_compile=False)), or keep the collective outside it: jit-compile "
+        "only the computation that needs none (e.g. the gradients) and reduce or apply "
+        "them in a function without jit_compile. (A tf.distribute strategy with one "
+        "replica in one process emits no collective and runs under XLA.) "
+        "docs/tensorflow.md#xla"
+    )
 
 
 def ops() -> Any:

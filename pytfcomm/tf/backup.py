@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ._chief import Job, fresh_dir, job_of, local, makedirs, worker_dir
 
 __all__ = ["install"]
 
@@ -91,23 +92,8 @@ def install() -> bool:
     return True
 
 
-class _Job:
-    """This worker's part in a multi-worker job (None from :func:`_job` otherwise)."""
-
-    def __init__(self, strategy: Any) -> None:
-        ext = strategy.extended
-        self.comm = strategy.communicator
-        self.is_chief = bool(ext.should_checkpoint)
-        self.task_id = ext._task_id
-
-
-def _job(callback: Any) -> _Job | None:
-    from .strategy import MultiWorkerMirroredStrategy
-
-    strategy = getattr(getattr(callback, "model", None), "distribute_strategy", None)
-    if not isinstance(strategy, MultiWorkerMirroredStrategy) or strategy.communicator.size < 2:
-        return None
-    return _Job(strategy)
+def _job(callback: Any) -> Job | None:
+    return job_of(getattr(callback, "model", None))
 
 
 def _patch(cls: type) -> None:
@@ -152,12 +138,6 @@ def _patch(cls: type) -> None:
 # --------------------------------------------------------------------------- paths
 
 
-def _local(path: str) -> bool:
-    from keras.src.utils import file_utils
-
-    return not file_utils.is_remote_path(path)
-
-
 @contextlib.contextmanager
 def _redirected(callback: Any, directory: str) -> Iterator[None]:
     """Let Keras' own ``_save_model`` write into ``directory`` (no .bkp copies there)."""
@@ -179,34 +159,14 @@ def _redirected(callback: Any, directory: str) -> Iterator[None]:
         callback.double_checkpoint = double
 
 
-def _makedirs(path: str) -> None:
-    """Create ``path`` and its parents; another worker making them meanwhile is fine."""
-    from keras.src.utils import file_utils
-
-    if _local(path):
-        os.makedirs(path, exist_ok=True)
-    elif not file_utils.exists(path):
-        with contextlib.suppress(FileExistsError):
-            file_utils.makedirs(path)
-
-
-def _fresh_dir(path: str) -> None:
-    """An empty directory at ``path`` (what a killed save left there goes first)."""
-    from keras.src.utils import file_utils
-
-    if file_utils.exists(path):
-        file_utils.rmtree(path)
-    _makedirs(path)
-
-
 # --------------------------------------------------------------------------- saving
 
 
-def _save_as_worker(callback: Any, keras_save: Any, job: _Job) -> None:
+def _save_as_worker(callback: Any, keras_save: Any, job: Job) -> None:
     from keras.src.utils import file_utils
 
-    temp = file_utils.join(callback.backup_dir, f"workertemp_{job.task_id}")
-    _fresh_dir(temp)
+    temp = worker_dir(callback.backup_dir, job.task_id)
+    fresh_dir(temp)
     try:
         with _redirected(callback, temp):
             keras_save(callback)
@@ -216,11 +176,11 @@ def _save_as_worker(callback: Any, keras_save: Any, job: _Job) -> None:
 
 def _save_as_chief(callback: Any, keras_save: Any) -> None:
     backup = callback.backup_dir
-    _makedirs(backup)
-    if not _local(backup):  # no atomic rename on gfile paths: Keras' own writes
+    makedirs(backup)
+    if not local(backup):  # no atomic rename on gfile paths: Keras' own writes
         return keras_save(callback)
     staging = os.path.join(backup, STAGING)
-    _fresh_dir(staging)
+    fresh_dir(staging)
     with _redirected(callback, staging):
         keras_save(callback)
         weights, meta = callback._weights_path, callback._training_metadata_path
@@ -262,7 +222,7 @@ def _keep(current: str, previous: str) -> None:
 
 def _marked_epoch(weights: str) -> int | None:
     """The epoch the chief's weights file says it holds (None: not marked, not local)."""
-    if not (_local(weights) and os.path.exists(weights)):
+    if not (local(weights) and os.path.exists(weights)):
         return None
     import h5py
 
@@ -303,7 +263,7 @@ def _read(callback: Any) -> tuple[int, int]:
             return _load(callback), 1
 
 
-def _restore(callback: Any, job: _Job) -> None:
+def _restore(callback: Any, job: Job) -> None:
     """Every worker reads the chief's backup (read only), then they compare epochs."""
     failure: BaseException | None = None
     try:

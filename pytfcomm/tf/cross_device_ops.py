@@ -129,6 +129,10 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
         return results
 
     def broadcast_implementation(self, tensor, destinations):
+        if self._num_between_graph_workers == 1:
+            # Within one process a broadcast is a copy to each device: no collective,
+            # as TF's own CrossDeviceOps do (and so it also runs under XLA).
+            return tf_cdo.simple_broadcast(tensor, destinations, always_mirrored=True)
         devices = _devices(destinations)
         coll.check_dtype(tensor.dtype)
         return _mirrored(coll.broadcast(tensor, 0, devices=devices, communicator=self.communicator))

@@ -240,6 +240,7 @@ PYBIND11_MODULE(_core, m) {
           "handle",
           [](const std::shared_ptr<Communicator>& c) { return pytfcomm::register_communicator(c); },
           "Process-wide handle through which the TF op library finds this communicator")
+      .def("stream_states", &Communicator::stream_states)
       .def("last_algorithm",
            [](const Communicator& c) { return pytfcomm::algorithm_name(c.last_algorithm()); })
       .def("choose_allreduce",

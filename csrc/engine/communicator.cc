@@ -246,12 +246,21 @@ void Communicator::close() {
   if (timeline_) timeline_->flush();
   lock.lock();
   stop_ = true;  // nothing left for the background thread: let it go now
+  // Streams still in use by a waiting caller go when it leaves (await).
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    it = it->second.active == 0 && it->second.unattended == 0 ? streams_.erase(it) : std::next(it);
+  }
   cv_.notify_all();
   bg_cv_.notify_all();
   lock.unlock();
   if (background_.joinable() && background_.get_id() != std::this_thread::get_id()) {
     background_.join();
   }
+}
+
+size_t Communicator::stream_states() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return streams_.size();
 }
 
 void Communicator::check_process() const {
@@ -432,6 +441,7 @@ void Communicator::run_requests(Request* const* rs, size_t n, const CallKey* key
   StreamState* in_use = nullptr;  // this thread's stream while the call runs
   {
     std::lock_guard<std::mutex> lock(mu_);
+    check_usable_locked();               // before a closed communicator keeps a stream
     StreamState& st = streams_[stream];  // node-based: stays put
     const std::thread::id me = std::this_thread::get_id();
     if (st.active > 0 && st.user != me) {

@@ -160,6 +160,8 @@ class Communicator {
   // within the negotiation round, when every rank asks in the same round).
   Algorithm choose_allreduce(size_t bytes) const;
   Algorithm last_algorithm() const { return last_algorithm_; }
+  // How many streams it keeps a numbering for (tests: named ones go when idle).
+  size_t stream_states() const;
   // The pipeline segment algorithm `a` runs an all-reduce of `bytes` in
   // (every rank alike).
   size_t allreduce_segment(Algorithm a, size_t bytes) const;
@@ -221,6 +223,13 @@ class Communicator {
   void await(Request* const* rs, size_t n, StreamState* stream);
   // With mu_ held: gives up the driver role and wakes who may take it.
   void release_driver_locked();
+  // With mu_ held, after await(): the caller of `rs` no longer uses `s`, whose
+  // state goes if it is a named stream that they restarted (kNamedStreamBit:
+  // all agreed, nothing else in flight) or the communicator is closed.
+  void leave_stream_locked(Request* const* rs, size_t n, StreamState* s);
+  // With mu_ held: forgets `stream`'s numbering (it starts again at 0) unless
+  // something of it is in flight.
+  void release_stream_locked(uint64_t stream);
 
   // The driver (driver.cc): one step of the negotiation, until done().
   void drive(const std::function<bool()>& done);

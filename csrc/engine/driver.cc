@@ -364,6 +364,7 @@ void Communicator::run_decision(Decision& d) {
     finish(r, make_error(ErrorKind::kMismatch, d.mismatch));
     return;
   }
+  r->agreed = true;
   try {
     execute(*r, d);
   } catch (...) {

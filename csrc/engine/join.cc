@@ -68,9 +68,11 @@ void Communicator::run_adopted(const Decision& d) {
   {
     // The others called this the seq-th collective of its stream: so did we,
     // for numbering, or this rank's later calls would pair with the wrong ones.
+    // A named stream the others' agreed call restarted restarts here too.
     std::lock_guard<std::mutex> lock(mu_);
     StreamState& st = streams_[d.key.stream];
     if (st.next <= d.key.seq) st.next = d.key.seq + 1;
+    if (is_named_stream(d.key.stream) && d.mismatch.empty()) release_stream_locked(d.key.stream);
   }
   if (!d.mismatch.empty()) return;  // the ranks that asked raise; nothing moves
   using algorithms::CollectiveKind;

@@ -42,6 +42,14 @@ struct CollectiveKeyHash {
 // others run until every rank has joined (docs/negotiation.md "Join").
 inline constexpr uint64_t kJoinStream = 0x6e696f6a2e637466ULL;  // "ftc.join"
 
+// Set in the streams of name= calls and in no other (stream_id, the TF ops'
+// InstanceStream and kJoinStream clear it), so that every rank, a joined one
+// too, can tell them apart: a named stream's numbering starts again at 0 once
+// a collective of it is decided without a mismatch and nothing else of it is
+// in flight (docs/negotiation.md), so its state need not be kept.
+inline constexpr uint64_t kNamedStreamBit = 1ULL << 63;
+inline bool is_named_stream(uint64_t stream) { return (stream & kNamedStreamBit) != 0; }
+
 // What a collective is; every field must be equal on every rank.
 struct Descriptor {
   algorithms::CollectiveKind kind = algorithms::CollectiveKind::kAllreduce;
@@ -102,6 +110,9 @@ class Request {
   // Called once with the outcome (null: success), on the thread that drives
   // the engine, before complete() returns. Must not throw or block.
   std::function<void(std::exception_ptr)> on_done;
+  // Decided with every rank agreeing on what it is (the engine's, under its
+  // driver role; read by the caller once done()).
+  bool agreed = false;
 
   bool done() const { return done_.load(std::memory_order_acquire); }
   std::exception_ptr error() const { return error_; }

@@ -1,6 +1,7 @@
 #include "engine/thread_stream.h"
 
 #include "common/digest.h"
+#include "engine/request.h"
 
 namespace pytfcomm {
 namespace {
@@ -12,7 +13,8 @@ thread_local ThreadStream t_stream;
 uint64_t stream_id(const std::string& kind, const std::string& text) {
   uint64_t h = fnv1a64(kind);
   h = fnv1a64(":", 1, h);
-  return fnv1a64(text, h);
+  h = fnv1a64(text, h);
+  return kind == "name" ? h | kNamedStreamBit : h & ~kNamedStreamBit;
 }
 
 void set_thread_stream(const std::string& name) {

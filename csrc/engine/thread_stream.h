@@ -17,7 +17,8 @@ struct ThreadStream {
   bool named = false;
 };
 
-// The stream id of collectives named `text` (a thread, a TF op, a name=).
+// The stream id of collectives named `text` (a thread, a TF op, a name=);
+// kind "name" gives a named stream (kNamedStreamBit), any other kind not.
 uint64_t stream_id(const std::string& kind, const std::string& text);
 
 // Names the calling thread's stream (once per thread is enough).

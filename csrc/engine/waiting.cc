@@ -22,11 +22,14 @@ void Communicator::await(Request* const* rs, size_t n, StreamState* stream) {
   };
   std::unique_lock<std::mutex> lock(mu_);
   struct Release {  // under mu_ (held whenever the loop is left)
+    Communicator* c;
+    Request* const* rs;
+    size_t n;
     StreamState* s;
     ~Release() {
-      if (s) --s->active;
+      if (s) c->leave_stream_locked(rs, n, s);
     }
-  } release{stream};
+  } release{this, rs, n, stream};
   while (!all_done()) {
     if (!driving_) {
       driving_ = true;
@@ -60,6 +63,22 @@ void Communicator::await(Request* const* rs, size_t n, StreamState* stream) {
       continue;
     }
     lock.lock();
+  }
+}
+
+void Communicator::leave_stream_locked(Request* const* rs, size_t n, StreamState* s) {
+  --s->active;
+  if (n == 0) return;
+  bool agreed = true;
+  for (size_t i = 0; i < n; ++i) agreed &= rs[i]->done() && rs[i]->agreed;
+  const uint64_t stream = rs[0]->key.stream;
+  if (closed_ || (agreed && is_named_stream(stream))) release_stream_locked(stream);
+}
+
+void Communicator::release_stream_locked(uint64_t stream) {
+  auto it = streams_.find(stream);
+  if (it != streams_.end() && it->second.active == 0 && it->second.unattended == 0) {
+    streams_.erase(it);
   }
 }
 

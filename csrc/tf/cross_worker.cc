@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "common/digest.h"
+#include "engine/request.h"
 #include "tf/tf_common.h"
 
 namespace pytfcomm {
@@ -16,7 +17,7 @@ uint64_t InstanceStream(const tensorflow::OpKernelContext* ctx, const std::strin
     s = fnv1a64_mix(fnv1a64_mix(s, static_cast<uint64_t>(fi.frame_id)),
                     static_cast<uint64_t>(fi.iter_id));
   }
-  return s;
+  return s & ~kNamedStreamBit;  // numbered for good, unlike name= calls
 }
 
 std::string OpLabel(const char* kind, const tensorflow::OpKernelContext* ctx,

@@ -198,3 +198,29 @@ def finished_before_last_words(
             os.kill(victim, signal.SIGCONT)
     comm.close()
     return out
+
+
+def out_of_descriptors(rank: int, size: int, addr: str, spare: int) -> dict:
+    """Rank 0 lowers its descriptor limit (RLIMIT_NOFILE) to leave ``spare`` free
+    descriptors, enough to listen but not to accept its peers, then every rank
+    inits. Returns what each raised, after how long, and rank 0's limit."""
+    import resource
+
+    limit = None
+    if rank == 0:
+        names = os.listdir("/proc/self/fd")  # its own descriptor is closed by now
+        used = {int(n) for n in names if os.path.exists(f"/proc/self/fd/{n}")}
+        free = [fd for fd in range(max(used) + spare + 1) if fd not in used][:spare]
+        limit = free[-1] + 1
+        resource.setrlimit(
+            resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        )
+    start = time.monotonic()
+    out: dict = {"limit": limit, "type": None}
+    try:
+        with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+            comm.barrier()
+    except pytfcomm.CommError as exc:
+        out.update(type=type(exc).__name__, message=str(exc))
+    out["seconds"] = time.monotonic() - start
+    return out

@@ -209,3 +209,39 @@ def fork_child_uses_parent_comm(rank: int, size: int, addr: str) -> dict:
         totals = [float(comm.allreduce(np.full(10, rank + 1.0, np.float32))[0]) for _ in range(50)]
         big = comm.allreduce(np.full(1 << 18, rank + 1.0, np.float32))
         return {"child": child, "totals": totals, "big_ok": bool(np.all(big == 3.0))}
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def many_names(rank: int, size: int, addr: str, n: int, transport: str) -> dict:
+    """``n`` all-reduces under distinct names, then a freed name again (its results
+    checked), then a name rank 0 uses while rank 1 has joined, then close(): the
+    engine's count of numbered streams and this process's RSS at each point."""
+    with pytfcomm.init(rank=rank, size=size, addr=addr, transport=transport) as comm:
+        core = comm._core
+        comm.allreduce(np.ones(4), name="warm-up")
+        out: dict = {"base": core.stream_states(), "rss_base": _rss_bytes()}
+        for i in range(n):
+            y = comm.allreduce(np.full(4, float(i + rank)), name=f"g{i}", timeout=60)
+            assert np.all(y == size * i + size * (size - 1) / 2), (i, y)
+        out["after_names"] = core.stream_states()
+        out["rss_after_names"] = _rss_bytes()
+        # A freed name again: it pairs with the same call on the other ranks.
+        out["reused"] = [
+            float(comm.allreduce(np.full(4, 10.0 * k + rank), name="g0", timeout=30)[0])
+            for k in range(5)
+        ]
+        # A joined rank follows the others' numbering of a name it never calls.
+        if rank == 0:
+            for _ in range(3):
+                comm.allreduce(np.ones(4), name="late", timeout=30)
+        comm.join(timeout=30)
+        out["after_join"] = float(
+            comm.allreduce(np.full(4, rank + 1.0), name="late", timeout=30)[0]
+        )
+        out["before_close"] = core.stream_states()
+    out["after_close"] = core.stream_states()
+    return out

@@ -6,14 +6,17 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "common/error.h"
 #include "common/interrupt.h"
+#include "common/logging.h"
 
 namespace pytfcomm::net {
 
@@ -97,10 +100,46 @@ void set_nonblocking(int fd) {
   }
 }
 
+namespace {
+
+// TCP_RTO_MAX_MS (Linux 6.15; older headers lack the name).
+constexpr int kTcpRtoMaxMs = 44;
+// TCP retransmits with exponential backoff: after a blackout of 8 s the next
+// try of a connection that lost its first packet at 0 s is due at 12.6 s
+// (0.2 s doubled each time), so a path back at 8 s stays silent past
+// PYTFCOMM_PEER_TIMEOUT's 10 s and the peer is declared lost. Capping the
+// retransmission timeout at a second (the kernel's smallest cap) makes the
+// first packet after the heal arrive within a second of it, so outages
+// shorter than the peer timeout minus about a second are survived
+// (docs/reliability.md). The cap also shortens the kernel's own give-up time
+// (tcp_retries2 retries of at most a second: about 16 s), so the time unacked
+// data may wait is set back to what it was without the cap (tcp_retries2 = 15
+// with doubling from 0.2 s to 120 s: 924.6 s); the peer timeout stays what
+// decides.
+constexpr int kRtoMaxMs = 1000;
+constexpr unsigned kUnackedMs = 924'600;
+
+void bound_retransmission(int fd) {
+  if (setsockopt(fd, IPPROTO_TCP, kTcpRtoMaxMs, &kRtoMaxMs, sizeof(kRtoMaxMs)) != 0) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      PTC_LOG(kInfo,
+              "this kernel cannot cap TCP's retransmission timeout (TCP_RTO_MAX_MS, "
+              "Linux 6.15+): network outages of a few seconds less than "
+              "PYTFCOMM_PEER_TIMEOUT can still lose the peer (docs/reliability.md)");
+    });
+    return;
+  }
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &kUnackedMs, sizeof(kUnackedMs));
+}
+
+}  // namespace
+
 void tune_data_socket(int fd, int64_t buffer_bytes) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  bound_retransmission(fd);
   if (buffer_bytes > 0) {
     int b = static_cast<int>(buffer_bytes);
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof(b));
@@ -145,6 +184,9 @@ Fd connect_with_retry(const SockAddr& addr, TimePoint deadline, const std::strin
   for (;;) {
     poll_interrupt();
     Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid() && out_of_resources(errno)) {
+      PTC_THROW(kConfig, resource_shortage(errno, str_cat("connecting to ", what)));
+    }
     if (!fd.valid()) PTC_THROW(kInternal, "socket() failed: ", std::strerror(errno));
     int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.storage), addr.len);
     int err = rc == 0 ? 0 : errno;
@@ -179,7 +221,32 @@ Fd connect_with_retry(const SockAddr& addr, TimePoint deadline, const std::strin
   }
 }
 
-Fd accept_one(int listener, SockAddr* peer) {
+bool out_of_resources(int err) {
+  return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
+std::string resource_shortage(int err, const std::string& doing) {
+  if (err == EMFILE) {
+    rlimit lim{};
+    getrlimit(RLIMIT_NOFILE, &lim);
+    std::string n =
+        lim.rlim_cur == RLIM_INFINITY ? std::string("unlimited") : std::to_string(lim.rlim_cur);
+    return str_cat("out of file descriptors (EMFILE) ", doing, ": the process's limit is ", n,
+                   " (ulimit -n); raise it (ulimit -n, or the launcher's / container's "
+                   "nofile limit)");
+  }
+  if (err == ENFILE) {
+    return str_cat("the system is out of file descriptors (ENFILE) ", doing,
+                   ": every process together holds the kernel's limit (fs.file-max); close "
+                   "files elsewhere or raise it");
+  }
+  return str_cat("the kernel is out of memory for sockets (", err == ENOBUFS ? "ENOBUFS" : "ENOMEM",
+                 ") ", doing,
+                 ": free memory on this host (or raise net.ipv4.tcp_mem) and "
+                 "start the job again");
+}
+
+Fd accept_one(int listener, SockAddr* peer, int* shortage) {
   SockAddr a;
   a.len = sizeof(a.storage);
   int fd;
@@ -187,6 +254,7 @@ Fd accept_one(int listener, SockAddr* peer) {
     fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&a.storage), &a.len,
                    SOCK_CLOEXEC | SOCK_NONBLOCK);
   } while (fd < 0 && errno == EINTR);
+  *shortage = fd < 0 && out_of_resources(errno) ? errno : 0;
   if (fd < 0) return Fd();
   if (peer) *peer = a;
   return Fd(fd);

@@ -62,8 +62,18 @@ Fd listen_on(const std::string& host, uint16_t port, SockAddr* bound);
 // deadline. `what` names the target in the error ("rank 0's rendezvous").
 Fd connect_with_retry(const SockAddr& addr, TimePoint deadline, const std::string& what);
 
-// Accept one pending connection (listener is non-blocking); invalid Fd if none.
-Fd accept_one(int listener, SockAddr* peer);
+// Accept one pending connection (listener is non-blocking); invalid Fd if
+// none. `*shortage` is the errno when the process or the kernel ran out of
+// descriptors or memory for it (see out_of_resources), else 0: the connection
+// then stays queued and the listener stays readable, so waiting on it spins.
+Fd accept_one(int listener, SockAddr* peer, int* shortage);
+
+// EMFILE, ENFILE, ENOBUFS or ENOMEM: a call failed for want of descriptors or
+// kernel memory, not because of the peer.
+bool out_of_resources(int err);
+// The error for such an `err` while `doing` ("accepting connections to ..."):
+// what ran out, the limit (the process's `ulimit -n` for EMFILE) and what to do.
+std::string resource_shortage(int err, const std::string& doing);
 
 // Blocking-with-deadline exact reads/writes for the handshake phase.
 // Throw kPeerLost on EOF/reset, kTimeout at the deadline.
@@ -71,7 +81,8 @@ void write_all(int fd, const void* data, size_t n, TimePoint deadline, const std
 void read_all(int fd, void* data, size_t n, TimePoint deadline, const std::string& what);
 
 void set_nonblocking(int fd);
-// TCP_NODELAY, SO_SNDBUF/SO_RCVBUF (0 keeps the kernel's autotuning), keepalive.
+// TCP_NODELAY, SO_SNDBUF/SO_RCVBUF (0 keeps the kernel's autotuning), keepalive,
+// retransmissions at least once a second (docs/reliability.md).
 void tune_data_socket(int fd, int64_t buffer_bytes);
 
 // Bytes written to a connected TCP socket that the peer's kernel has not

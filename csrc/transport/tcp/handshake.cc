@@ -31,6 +31,12 @@ constexpr double kHandshakeSeconds = 10.0;
 // flood costs bounded memory and descriptors while fresh (legitimate, fast)
 // connections still get through.
 constexpr size_t kMaxPending = 256;
+// accept() failing for want of descriptors or kernel memory leaves the
+// connection queued and the listener readable: retried every kShortRetry (not
+// in a spin) in case another thread frees some, it fails the accept with the
+// cause after kShortSeconds instead of at the connect deadline.
+constexpr auto kShortRetry = std::chrono::milliseconds(50);
+constexpr double kShortSeconds = 1.0;
 
 void fill_random(uint8_t* p, size_t n) {
   std::random_device rd;  // getrandom()/urandom on Linux
@@ -266,6 +272,7 @@ std::vector<AcceptedPeer> accept_peers(int listener, int count, const AuthConfig
     if (!line.empty()) PTC_LOG(kWarn, line);
     pending.erase(pending.begin() + static_cast<long>(i));
   };
+  TimePoint short_since = TimePoint::max();  // accept() has lacked resources since
   while (static_cast<int>(done.size()) < count) {
     poll_interrupt();
     auto now = Clock::now();
@@ -283,20 +290,33 @@ std::vector<AcceptedPeer> accept_peers(int listener, int count, const AuthConfig
         ++i;
       }
     }
+    const bool starved = short_since != TimePoint::max();
     std::vector<pollfd> pfds;
-    pfds.push_back({listener, POLLIN, 0});
+    pfds.push_back({listener, static_cast<short>(starved ? 0 : POLLIN), 0});
     for (auto& p : pending) {
       short ev = POLLIN;
       if (!p.session.outbox().empty()) ev |= POLLOUT;
       pfds.push_back({p.fd.get(), ev, 0});
     }
-    int rc = ::poll(pfds.data(), pfds.size(), millis_until(deadline, 100));
+    const int wait_ms = starved ? static_cast<int>(kShortRetry.count()) : 100;
+    int rc = ::poll(pfds.data(), pfds.size(), millis_until(deadline, wait_ms));
     if (rc < 0 && errno != EINTR) PTC_THROW(kInternal, "poll failed: ", std::strerror(errno));
-    if (rc <= 0) continue;
-    if (pfds[0].revents & POLLIN) {
+    if (rc <= 0 && !starved) continue;
+    if (starved || (pfds[0].revents & POLLIN)) {
       for (int i = 0; i < 64; ++i) {  // drain the backlog, bounded
         net::SockAddr from;
-        net::Fd fd = net::accept_one(listener, &from);
+        int shortage = 0;
+        net::Fd fd = net::accept_one(listener, &from, &shortage);
+        if (shortage != 0) {
+          now = Clock::now();
+          if (short_since == TimePoint::max()) short_since = now;
+          if (std::chrono::duration<double>(now - short_since).count() >= kShortSeconds) {
+            PTC_THROW(kConfig,
+                      net::resource_shortage(shortage, str_cat("accepting connections to ", what)));
+          }
+          break;
+        }
+        short_since = TimePoint::max();
         if (!fd.valid()) break;
         if (pending.size() >= kMaxPending) drop(0, "too many handshakes in progress");
         pending.push_back({std::move(fd), from, AcceptorSession(auth),

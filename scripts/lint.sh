@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The style checks, exactly as CI runs them (scripts/test.sh) and as the
 # pre-commit hooks run them (.pre-commit-config.yaml): ruff lint, ruff format,
-# clang-format on every C++ and CUDA file. `scripts/lint.sh --fix` rewrites
-# the files instead of failing.
+# clang-format on every C++ and CUDA file, and the layering of csrc/ against
+# docs/architecture.md (tests/test_layering.py, which pytest runs too).
+# `scripts/lint.sh --fix` rewrites the files instead of failing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VPY=${PYTFCOMM_VENV:-$PWD/.venv}/bin/python
@@ -19,3 +20,4 @@ else
   "$VPY" -m ruff format --check "${PY_DIRS[@]}"
   clang-format --dry-run --Werror "${CXX[@]}"
 fi
+"$VPY" tests/test_layering.py

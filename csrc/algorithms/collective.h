@@ -7,39 +7,18 @@
 #include <memory>
 #include <vector>
 
-#include "common/code_table.h"
+#include "common/collective_kind.h"
 #include "common/dtype.h"
 #include "transport/transport.h"
 
 namespace pytfcomm::algorithms {
 
-// X(enumerator, wire value, name) of MessageMeta::kind; the names are for
-// messages and labels.
-#define PTC_COLLECTIVE_KINDS(X)                                                        \
-  X(kAllreduce, 1, "allreduce")                                                        \
-  X(kBroadcast, 2, "broadcast")                                                        \
-  X(kAllgather, 3, "allgather")                                                        \
-  X(kReduceScatter, 4, "reduce_scatter")                                               \
-  X(kBarrier, 5, "barrier")                                                            \
-  X(kNegotiate, 6, "negotiation round") /* not a collective: a negotiation's frames */ \
-  X(kAllgatherv, 7, "allgatherv")                                                      \
-  X(kAlltoallv, 8, "alltoallv")
-
-enum class CollectiveKind : uint8_t { PTC_COLLECTIVE_KINDS(PTC_CODE_ENUMERATOR) };
+// The collective kinds' table lives in common/ with the other code tables;
+// algorithm code names them here as before.
+using pytfcomm::CollectiveKind;
+using pytfcomm::kind_name;
 static_assert(static_cast<uint8_t>(CollectiveKind::kNegotiate) == transport::kNegotiationKind,
               "one wire value for negotiation frames");
-
-}  // namespace pytfcomm::algorithms
-
-namespace pytfcomm {
-PTC_CODE_TABLE(algorithms::CollectiveKind, PTC_COLLECTIVE_KINDS);
-}  // namespace pytfcomm
-
-namespace pytfcomm::algorithms {
-
-// The kind's name ("collective" for a value that names none, e.g. from a
-// peer that lies).
-inline const char* kind_name(CollectiveKind k) { return code_name(k, "collective"); }
 
 // Wire values (MessageMeta::phase): which algorithm, and which part of a
 // composed one, a message belongs to. Ranks that picked different

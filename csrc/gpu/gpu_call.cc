@@ -18,8 +18,7 @@ const char* op_label(StreamOp op) {
   return "GPU collective";
 }
 
-algorithms::CollectiveKind collective_kind(StreamOp op) {
-  using algorithms::CollectiveKind;
+CollectiveKind collective_kind(StreamOp op) {
   switch (op) {
     case StreamOp::kBroadcast:
       return CollectiveKind::kBroadcast;

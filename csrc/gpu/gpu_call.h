@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/collective.h"
 #include "common/clock.h"
+#include "common/collective_kind.h"
 #include "common/error.h"
 #include "gpu/gpu_params.h"
 #include "gpu/stream_collectives.h"
@@ -53,7 +53,7 @@ struct Group {
 // "GPU all-reduce" etc., for messages.
 const char* op_label(StreamOp op);
 // The engine's kind of the operation.
-algorithms::CollectiveKind collective_kind(StreamOp op);
+CollectiveKind collective_kind(StreamOp op);
 
 // Calls m.done(e) unless it was handed on already.
 void finish(Member& m, std::exception_ptr e);

@@ -100,7 +100,7 @@ void run_direct(Communicator* comm, Group& g, NcclRun& body, uint32_t digest, Ti
     meta.root = g.call.root;
     meta.count = elements(g);
     meta.shape_tag = digest;
-    tl->add_collective(meta, algorithms::kind_name(collective_kind(g.call.op)), body.algorithm(),
+    tl->add_collective(meta, kind_name(collective_kind(g.call.op)), body.algorithm(),
                        algorithm_name(g.call.algorithm),
                        meta.count * dtype_size(g.members[0].tensors[0].dtype), t0,
                        Timeline::now_ns(), failed);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "algorithms/collective.h"
+#include "common/collective_kind.h"
 #include "common/dtype.h"
 #include "common/error.h"
 #include "common/logging.h"
@@ -158,8 +158,7 @@ transport::StallVerdict StallInspector::on_deadline(TimePoint /*now*/) noexcept 
                       "status query: hung, stopped, or busy outside pytfcomm)");
         v.silent.push_back(p);
       } else if (pv.meta.seq < meta_.seq) {
-        why = str_cat(who, " is still in ",
-                      algorithms::kind_name(static_cast<algorithms::CollectiveKind>(pv.meta.kind)),
+        why = str_cat(who, " is still in ", kind_name(static_cast<CollectiveKind>(pv.meta.kind)),
                       " #", pv.meta.seq);
       } else {
         continue;
@@ -191,20 +190,16 @@ std::string StallInspector::report() const {
     std::string who = transport_ ? transport_->describe_peer(p) : str_cat("rank ", p);
     bool recent = v.heard_at != TimePoint{} && v.heard_at >= started_;
     // Rounds and collectives are numbered apart: compare like with like.
-    const auto neg = static_cast<uint8_t>(algorithms::CollectiveKind::kNegotiate);
+    const auto neg = static_cast<uint8_t>(CollectiveKind::kNegotiate);
     const bool same_kind = (v.meta.kind == neg) == (meta_.kind == neg);
     if (recent && same_kind && v.meta.seq == meta_.seq) {
       add(joined, str_cat("rank ", p));
     } else if (recent && same_kind && v.meta.seq > meta_.seq) {
-      add(ahead,
-          str_cat("rank ", p, " (in ",
-                  algorithms::kind_name(static_cast<algorithms::CollectiveKind>(v.meta.kind)), " #",
-                  v.meta.seq, ")"));
+      add(ahead, str_cat("rank ", p, " (in ", kind_name(static_cast<CollectiveKind>(v.meta.kind)),
+                         " #", v.meta.seq, ")"));
     } else if (v.heard_at != TimePoint{} && v.heard_at >= last_ask_) {
-      add(missing,
-          str_cat(who, " is still in ",
-                  algorithms::kind_name(static_cast<algorithms::CollectiveKind>(v.meta.kind)), " #",
-                  v.meta.seq));
+      add(missing, str_cat(who, " is still in ",
+                           kind_name(static_cast<CollectiveKind>(v.meta.kind)), " #", v.meta.seq));
     } else {
       add(missing, str_cat(who, " has not joined it (no answer: not inside pytfcomm -- late, ",
                            "busy elsewhere or stopped)"));
@@ -216,8 +211,7 @@ std::string StallInspector::report() const {
   }
   std::string shape = meta_.shape_tag ? str_cat(", shape tag ", hex32(meta_.shape_tag)) : "";
   // Waiting in a negotiation round: for the other ranks to ask for anything.
-  const bool negotiating =
-      meta_.kind == static_cast<uint8_t>(algorithms::CollectiveKind::kNegotiate);
+  const bool negotiating = meta_.kind == static_cast<uint8_t>(CollectiveKind::kNegotiate);
   std::string what = negotiating ? std::string(name_)
                                  : str_cat(name_, " #", meta_.seq, " (",
                                            dtype_name(static_cast<DType>(meta_.dtype)), " x ",

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <set>
 
+#include "common/collective_kind.h"
 #include "common/dtype.h"
 #include "common/error.h"
 #include "common/logging.h"
@@ -247,8 +248,7 @@ TraceEvent collective_event(const transport::MessageMeta& meta, const char* name
   e.bytes = bytes;
   e.dtype = meta.dtype;
   e.op = meta.op;
-  e.root =
-      meta.kind == static_cast<uint8_t>(algorithms::CollectiveKind::kBroadcast) ? meta.root : -1;
+  e.root = meta.kind == static_cast<uint8_t>(CollectiveKind::kBroadcast) ? meta.root : -1;
   e.shape_tag = meta.shape_tag;
   e.count = meta.count;
   return e;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "transport/host/transport.h"
 #include "transport/host/wait_policy.h"
 #include "transport/shm/connect.h"
+#include "transport/shm/doorbell.h"
 #include "transport/shm/oneshot.h"
 #include "transport/tcp/bootstrap.h"
 #include "transport/tcp/extra_streams.h"
@@ -118,9 +120,13 @@ Connection connect(const ConnectOptions& o, const AgreeMin& agree) {
                              deadline_after(job.connect_timeout_s));
 
   std::vector<host::PeerLink> links = peer_links(job.rank, boot, local);
-  auto t = std::make_unique<host::HostTransport>(job.rank, std::move(boot.peers), std::move(links),
-                                                 local.own,
-                                                 shm::OneShotAreas(job.rank, local.segments), wait);
+  // This rank's doorbell and the round areas live in shared memory (shm/);
+  // the host transport sees them through transport/doorbell.h and round_areas.h.
+  std::unique_ptr<transport::Doorbell> bell;
+  if (local.own) bell = std::make_unique<shm::SegmentDoorbell>(local.own);
+  auto t = std::make_unique<host::HostTransport>(
+      job.rank, std::move(boot.peers), std::move(links), std::move(bell),
+      std::make_unique<shm::OneShotAreas>(job.rank, local.segments), wait);
   c.shm_peers = t->shm_peers();
   // A peer that finished setup may send its first record before this rank
   // has: take records of up to what this rank offers.

@@ -218,8 +218,8 @@ std::unique_ptr<host::HostTransport> tcp_transport(int rank, int fd) {
   std::vector<net::PeerInfo> peers{{0, "127.0.0.1", 1, "a"}, {1, "127.0.0.1", 2, "b"}};
   std::vector<host::PeerLink> links(2);
   links[static_cast<size_t>(1 - rank)].stream = std::make_unique<tcp::SocketStream>(net::Fd(fd));
-  auto t = std::make_unique<host::HostTransport>(rank, peers, std::move(links), nullptr,
-                                                 shm::OneShotAreas{}, host::WaitPolicy{});
+  auto t = std::make_unique<host::HostTransport>(rank, peers, std::move(links), nullptr, nullptr,
+                                                 host::WaitPolicy{});
   t->prepare_inbox(64);
   t->configure_rounds(0, 1, 64);
   t->set_deadline(deadline_after(10));

@@ -117,7 +117,7 @@ void HostTransport::round_arm(uint64_t round) {
 }
 
 char* HostTransport::round_outbox() {
-  if (area_bytes_) return areas_.outbox(round_);
+  if (area_bytes_) return areas_->outbox(round_);
   return bundles_out_[round_ & 1][0].get() + bundle_table_bytes(1);
 }
 
@@ -127,7 +127,7 @@ void HostTransport::round_publish(size_t bytes) {
   published_ = true;
   own_bytes_ = bytes;
   if (area_bytes_) {
-    areas_.publish(round_, bytes);
+    areas_->publish(round_, bytes);
     return;
   }
   send_steps();
@@ -197,7 +197,7 @@ void HostTransport::send_steps() {
 }
 
 bool HostTransport::has_record(int r) const {
-  if (area_bytes_) return areas_.published(r, round_);
+  if (area_bytes_) return areas_->published(r, round_);
   return pairs_[step_src(step_carrying(above(r)))]->record_ready(round_);
 }
 
@@ -232,7 +232,7 @@ const char* HostTransport::round_record(int rank, size_t* bytes) {
     *bytes = own_bytes_;
     return round_outbox();
   }
-  if (area_bytes_) return areas_.record(rank, round_, bytes);
+  if (area_bytes_) return areas_->record(rank, round_, bytes);
   PTC_ENFORCE(sent_steps_ == steps_ && parsed_[static_cast<size_t>(steps_ - 1)], "round ", round_,
               " is not complete");
   return bundled_record(rank, bytes);

@@ -34,11 +34,11 @@ transport::Handle make_handle(int peer, bool recv, uint64_t seq) {
 }  // namespace
 
 HostTransport::HostTransport(int rank, std::vector<net::PeerInfo> peers,
-                             std::vector<PeerLink> links, std::shared_ptr<shm::Mapping> own_segment,
-                             shm::OneShotAreas areas, WaitPolicy wait)
+                             std::vector<PeerLink> links, std::unique_ptr<transport::Doorbell> bell,
+                             std::unique_ptr<transport::RoundAreas> areas, WaitPolicy wait)
     : rank_(rank),
       peers_(std::move(peers)),
-      own_segment_(std::move(own_segment)),
+      bell_(std::move(bell)),
       wait_(wait),
       areas_(std::move(areas)) {
   int n = static_cast<int>(peers_.size());
@@ -78,10 +78,8 @@ HostTransport::HostTransport(int rank, std::vector<net::PeerInfo> peers,
     }
     pairs_[r] = std::make_unique<Pair>(r, std::move(link.stream), name, max_message);
   }
-  if (shm_peers_ > 0) {
-    PTC_ENFORCE(own_segment_ != nullptr, "shared-memory streams without this rank's segment");
-    bell_ = shm::Doorbell(own_segment_->header());
-  }
+  PTC_ENFORCE(shm_peers_ == 0 || bell_ != nullptr,
+              "shared-memory streams without this rank's doorbell");
 }
 
 HostTransport::~HostTransport() {

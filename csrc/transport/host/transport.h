@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "transport/doorbell.h"
 #include "transport/host/bundle.h"
 #include "transport/host/pair.h"
 #include "transport/host/wait_policy.h"
 #include "transport/net/peer.h"
-#include "transport/shm/doorbell.h"
-#include "transport/shm/oneshot.h"
+#include "transport/round_areas.h"
 #include "transport/transport.h"
 
 namespace pytfcomm::host {
@@ -34,12 +34,12 @@ struct PeerLink {
 
 class HostTransport : public transport::Transport {
  public:
-  // links[r]: the stream to rank r. own_segment: this rank's shared-memory
-  // segment (its doorbell), needed when any stream is polled; areas: the
-  // one-shot areas, when every peer shares memory with this rank.
+  // links[r]: the stream to rank r. bell: this rank's doorbell (shared
+  // memory), needed when any stream is polled; areas: where rounds may go
+  // when every peer shares memory with this rank (null or of capacity 0: none).
   HostTransport(int rank, std::vector<net::PeerInfo> peers, std::vector<PeerLink> links,
-                std::shared_ptr<shm::Mapping> own_segment, shm::OneShotAreas areas,
-                WaitPolicy wait);
+                std::unique_ptr<transport::Doorbell> bell,
+                std::unique_ptr<transport::RoundAreas> areas, WaitPolicy wait);
   ~HostTransport() override;
 
   int rank() const override { return rank_; }
@@ -82,7 +82,7 @@ class HostTransport : public transport::Transport {
   // memory, else 0). Ranks agree on one (the minimum) and call
   // configure_rounds(): rounds then go through the areas when it is at
   // least `min_area` bytes, else as frames of up to `frame_bytes`.
-  size_t local_area_capacity() const { return areas_.capacity(); }
+  size_t local_area_capacity() const { return areas_ ? areas_->capacity() : 0; }
   // Before the agreement: the largest record a peer may send this rank as a
   // frame (one that finished setup may send its first record before this
   // rank has). configure_rounds() never allows more.
@@ -141,9 +141,8 @@ class HostTransport : public transport::Transport {
   int rank_;
   std::vector<std::unique_ptr<Pair>> pairs_;  // null for self
   std::vector<net::PeerInfo> peers_;
-  std::vector<int> active_;  // peers with posted operations
-  std::shared_ptr<shm::Mapping> own_segment_;
-  shm::Doorbell bell_;  // this rank's, valid when shm_peers_ > 0
+  std::vector<int> active_;                    // peers with posted operations
+  std::unique_ptr<transport::Doorbell> bell_;  // this rank's, set when shm_peers_ > 0
   int shm_peers_ = 0;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;  // eventfd in the epoll set: wake() while blocked in epoll
@@ -157,8 +156,8 @@ class HostTransport : public transport::Transport {
   std::atomic<bool> woken_{false};
   std::atomic<int> sleeping_{0};  // 1: in epoll_wait, 2: on the doorbell
 
-  // Rounds: the areas (empty unless every peer shares memory)...
-  shm::OneShotAreas areas_;
+  // Rounds: the areas (null or empty unless every peer shares memory)...
+  std::unique_ptr<transport::RoundAreas> areas_;
   size_t area_bytes_ = 0;  // > 0: rounds go through the areas
   // ... or frames (records come in through each Pair's inbox).
   size_t frame_bytes_ = 0;                // the most one record may take

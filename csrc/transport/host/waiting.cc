@@ -137,12 +137,12 @@ void HostTransport::block_once(const std::function<bool()>& pred, TimePoint wake
     return;
   }
   handle_events(0);
-  uint32_t seq = bell_.prepare();
+  uint32_t seq = bell_->prepare();
   sleeping_.store(kOnDoorbell, std::memory_order_seq_cst);
   // The last poll after prepare(): a publish or a wake() that raced with
   // the checks above must not leave us asleep until the timeout.
   if (woken_.exchange(false) || progress_all() || pred()) {
-    bell_.cancel();
+    bell_->cancel();
     sleeping_.store(kAwake, std::memory_order_relaxed);
     return;
   }
@@ -153,7 +153,7 @@ void HostTransport::block_once(const std::function<bool()>& pred, TimePoint wake
     auto left = std::chrono::duration_cast<std::chrono::microseconds>(wake - Clock::now());
     us = std::max<int64_t>(1, std::min<int64_t>(us, left.count()));
   }
-  bell_.sleep(seq, us);
+  bell_->sleep(seq, us);
   sleeping_.store(kAwake, std::memory_order_relaxed);
   handle_events(0);
   // An abort note or a status frame rings the doorbell too (check_idle
@@ -270,7 +270,7 @@ void HostTransport::wake() noexcept {
       break;
     }
     case kOnDoorbell:
-      bell_.ring();
+      bell_->ring();
       break;
     default:
       break;

@@ -7,8 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 
+#include "transport/doorbell.h"
 #include "transport/shm/layout.h"
+#include "transport/shm/segment.h"
 
 namespace pytfcomm::shm {
 
@@ -28,6 +32,22 @@ class Doorbell {
 
  private:
   SegmentHeader* h_;
+};
+
+// This rank's doorbell as the host transport sees it (transport/doorbell.h);
+// keeps the segment it lives in mapped.
+class SegmentDoorbell final : public transport::Doorbell {
+ public:
+  explicit SegmentDoorbell(std::shared_ptr<Mapping> segment)
+      : segment_(std::move(segment)), bell_(segment_->header()) {}
+  void ring() noexcept override { bell_.ring(); }
+  uint32_t prepare() noexcept override { return bell_.prepare(); }
+  void sleep(uint32_t seq, int64_t timeout_us) override { bell_.sleep(seq, timeout_us); }
+  void cancel() noexcept override { bell_.cancel(); }
+
+ private:
+  std::shared_ptr<Mapping> segment_;
+  shm::Doorbell bell_;  // (the base class is transport::Doorbell)
 };
 
 }  // namespace pytfcomm::shm

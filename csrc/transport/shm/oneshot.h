@@ -12,11 +12,12 @@
 #include <memory>
 #include <vector>
 
+#include "transport/round_areas.h"
 #include "transport/shm/segment.h"
 
 namespace pytfcomm::shm {
 
-class OneShotAreas {
+class OneShotAreas final : public transport::RoundAreas {
  public:
   OneShotAreas() = default;  // none: rounds go elsewhere
   // segments[r]: rank r's segment as mapped here (this rank's own at index
@@ -24,19 +25,16 @@ class OneShotAreas {
   OneShotAreas(int rank, const std::vector<std::shared_ptr<Mapping>>& segments);
 
   bool empty() const { return areas_.empty(); }
-  // The smallest area (0 when empty): what this rank can offer to rounds.
-  size_t capacity() const;
-  // Where this rank builds its record of `round`.
-  char* outbox(uint64_t round) const;
-  void publish(uint64_t round, size_t bytes) const;
-  // Polled while a round is awaited: inline.
-  bool published(int rank, uint64_t round) const {
+  // transport::RoundAreas (0 when empty).
+  size_t capacity() const override;
+  char* outbox(uint64_t round) const override;
+  // Then rings every peer's doorbell.
+  void publish(uint64_t round, size_t bytes) const override;
+  bool published(int rank, uint64_t round) const override {
     return areas_[static_cast<size_t>(rank)].ctl->published.load(std::memory_order_acquire) >=
            round;
   }
-  // Rank `rank`'s record of `round` once published; its length as the peer
-  // wrote it, never trusted beyond the buffer.
-  const char* record(int rank, uint64_t round, size_t* bytes) const;
+  const char* record(int rank, uint64_t round, size_t* bytes) const override;
 
  private:
   struct Area {

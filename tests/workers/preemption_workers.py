@@ -1,0 +1,100 @@
+"""Worker program for tests/test_preemption.py, run under ``pytfcomm-run -np 2``.
+
+``python preemption_workers.py MODE OUTDIR CKPT_DIR STEPS``: a custom training loop of
+``STEPS`` steps on ``pytfcomm.MultiWorkerMirroredStrategy`` (a linear model, the same
+deterministic batch on every worker at each step), every step through
+``tf.distribute.experimental.PreemptionCheckpointHandler.run``. The handler restores
+from ``CKPT_DIR`` and the loop starts at ``handler.total_run_calls``.
+
+* ``default``: the handler is made in the strategy's scope with TF's default
+  termination config (SIGTERM; ``sys.exit(42)``);
+* ``config``: made outside the scope from a fresh ``TFConfigClusterResolver``, with
+  ``TerminationConfig(exit_fn=lambda: sys.exit(7), grace_period=GRACE)``.
+
+Each worker writes ``OUTDIR/pid.<run>.<rank>`` (its pid) when the handler is ready,
+``OUTDIR/progress.<run>.<rank>`` (steps done) after every step, and
+``OUTDIR/result.<run>.<rank>.json`` when it leaves (``exit``: 0 or the ``SystemExit``
+code, ``runs``: the handler's run count then, ``start``, ``weights``, ``left_at``:
+time.time() at exit). ``<run>`` is ``PYTFCOMM_RESTART_COUNT``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+GRACE = 4.0  # seconds of grace period in the ``config`` mode
+STEP_PAUSE = 0.05  # seconds between steps: room for the test to signal mid-training
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def main(mode: str, out: Path, ckpt_dir: str, steps: int) -> None:
+    import tensorflow as tf
+
+    import pytfcomm
+
+    run = int(os.environ.get("PYTFCOMM_RESTART_COUNT", "0"))
+    strategy = pytfcomm.MultiWorkerMirroredStrategy()
+    rank = strategy.communicator.rank
+    with strategy.scope():
+        w = tf.Variable(tf.zeros([8, 1]), aggregation=tf.VariableAggregation.MEAN)
+        checkpoint = tf.train.Checkpoint(w=w)
+        if mode == "default":
+            handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+                strategy.cluster_resolver, checkpoint, ckpt_dir
+            )
+    if mode == "config":
+        config = tf.distribute.experimental.TerminationConfig(
+            exit_fn=lambda: sys.exit(7), grace_period=GRACE
+        )
+        handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+            tf.distribute.cluster_resolver.TFConfigClusterResolver(),
+            checkpoint,
+            ckpt_dir,
+            termination_config=config,
+        )
+    true_w = tf.reshape(tf.range(8, dtype=tf.float32) / 8.0, [8, 1])
+
+    @tf.function
+    def train_step(step):
+        x = tf.random.stateless_normal([16, 8], seed=tf.stack([step, 0]))
+        y = x @ true_w
+
+        def replica_fn():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(x @ w - y))
+            w.assign_sub(0.05 * tape.gradient(loss, w))
+            return loss
+
+        return strategy.run(replica_fn)
+
+    start = int(handler.total_run_calls)
+    _write(out / f"pid.{run}.{rank}", str(os.getpid()))
+    result = {"run": run, "rank": rank, "start": start, "exit": None}  # None: raised
+    try:
+        for step in range(start, steps):
+            handler.run(train_step, tf.constant(step, tf.int64))
+            _write(out / f"progress.{run}.{rank}", str(step + 1))
+            time.sleep(STEP_PAUSE)
+        result["exit"] = 0
+    except SystemExit as exc:
+        result["exit"] = exc.code
+        raise
+    finally:
+        result.update(runs=int(handler.total_run_calls), left_at=time.time())
+        result["weights"] = w.numpy().ravel().tolist()
+        _write(out / f"result.{run}.{rank}.json", json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]))

@@ -35,14 +35,17 @@ def _result(out: Path, run: int, rank: int) -> dict:
     return json.loads((out / f"result.{run}.{rank}.json").read_text())
 
 
-def _sigterm_at_step(out: Path, rank: int, proc, step: int = 3, timeout: float = 150) -> float:
-    """SIGTERM rank ``rank`` of the first run once it has done ``step`` steps; time sent."""
+def _sigterm_at_step(
+    out: Path, rank: int, proc, step: int = 3, timeout: float = 150, pid: int | None = None
+) -> float:
+    """SIGTERM rank ``rank`` of the first run (or ``pid``) once that rank has done ``step``
+    steps; the time it was sent."""
     progress, deadline = out / f"progress.0.{rank}", time.monotonic() + timeout
     while not (progress.exists() and int(progress.read_text() or "0") >= step):
         assert proc.poll() is None, "the job ended before it was signalled"
         assert time.monotonic() < deadline, f"rank {rank} never reached step {step}"
         time.sleep(0.05)
-    os.kill(int((out / f"pid.0.{rank}").read_text()), signal.SIGTERM)
+    os.kill(pid or int((out / f"pid.0.{rank}").read_text()), signal.SIGTERM)
     return time.time()
 
 
@@ -107,6 +110,55 @@ def test_chief_signalled_with_grace_period_and_own_exit_code(tmp_path: Path) -> 
     assert len(chief) == 2 and chief[0][0] < chief[1][0] == first[0]["runs"], err[-4000:]
     assert first[1]["runs"] == first[0]["runs"]
     assert "training on for the grace period" in err
+
+
+def test_sigterm_to_the_launcher_saves_on_every_worker(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    args = ("default", str(tmp_path), str(ckpt), str(STEPS))
+    with started("-np", "2", "--kill-timeout", "30", PY, WORKERS, *args,
+                 cwd=tmp_path) as proc:  # fmt: skip
+        _sigterm_at_step(tmp_path, 1, proc, pid=proc.pid)  # pytfcomm-run forwards it
+        _, err_b = proc.communicate(timeout=240)
+    err = err_b.decode()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-4000:]
+    assert "received SIGTERM: forwarding it to all ranks" in err
+    first = [_result(tmp_path, 0, r) for r in range(2)]
+    assert [f["exit"] for f in first] == [42, 42], err[-4000:]
+    at = first[0]["runs"]
+    assert first[1]["runs"] == at and 3 <= at < STEPS, (first, err[-4000:])
+    assert [n for n, _ in _saves(err, 0)] == [n for n, _ in _saves(err, 1)] == [at], err[-4000:]
+
+
+def test_one_worker_saves_once_and_an_exit_fn_that_returns_ends_it(tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    import pytfcomm
+    from pytfcomm.tf._preemption_handler import Handler
+
+    strategy = pytfcomm.MultiWorkerMirroredStrategy()
+    assert strategy.communicator.size == 1
+    left: list[int] = []
+    config = tf.distribute.experimental.TerminationConfig(
+        exit_fn=lambda: left.append(handler.total_run_calls)
+    )
+    try:
+        with strategy.scope():
+            v = tf.Variable(0.0)
+            handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+                None, tf.train.Checkpoint(v=v), str(tmp_path / "c"), config
+            )
+        assert isinstance(handler, Handler)  # the strategy's scope picks pytfcomm's
+        for _ in range(2):
+            handler.run(v.assign_add, 1.0)
+        os.kill(os.getpid(), signal.SIGTERM)  # only noted by the handler
+        for _ in range(3):
+            handler.run(v.assign_add, 1.0)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    assert left == [2] and handler.total_run_calls == 5  # saved and left once, before run 3
+    key = "checkpointed_runs/.ATTRIBUTES/VARIABLE_VALUE"
+    assert tf.train.load_variable(str(tmp_path / "c"), key) == 2
+    assert tf.train.load_variable(str(tmp_path / "c"), "v/.ATTRIBUTES/VARIABLE_VALUE") == 2.0
 
 
 def test_other_handlers_stay_tensorflows(tmp_path: Path) -> None:

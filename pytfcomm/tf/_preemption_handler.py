@@ -96,6 +96,7 @@ class Handler(tfh.handler_class()):  # type: ignore[misc]
         self._run_counter = int(self._checkpointed_runs.numpy())
         self._estimated_run_time = 0.0
         self._final_checkpoint_countdown = False
+        self._exited = False
         self._target_time_for_termination = float("inf")
         self._received_own_sigterm = threading.Event()
         self._received_own_sigterm_time = 0.0
@@ -166,6 +167,8 @@ class Handler(tfh.handler_class()):  # type: ignore[misc]
 
         (TF's name: tf-keras' ``BackupAndRestore(save_before_preemption=True)`` calls it.)
         """
+        if self._exited:
+            return  # an exit_fn that returned: like TF's handler, save no more
         seen = self._received_own_sigterm.is_set()
         due = seen and self._final_checkpoint_countdown
         due = due and time.time() >= self._target_time_for_termination
@@ -181,6 +184,7 @@ class Handler(tfh.handler_class()):  # type: ignore[misc]
         self._save_checkpoint(*args, **kwargs)
         if self._grace_period <= 0 or self._final_checkpoint_countdown:
             self._exit()
+            return
         self._final_checkpoint_countdown = True
         if seen:
             margin = _BUFFER_FACTOR * self._estimated_run_time * 2
@@ -229,6 +233,7 @@ class Handler(tfh.handler_class()):  # type: ignore[misc]
         except CommError as exc:  # this worker's checkpoint is complete all the same
             _LOG.warning("PreemptionCheckpointHandler: not every worker saved: %s", exc)
         _LOG.warning("PreemptionCheckpointHandler: checkpoint saved; exiting")
+        self._exited = True  # on every worker at the same run: they skip the agreement alike
         self._exit_fn()
 
     # -- this worker's signal --------------------------------------------------------

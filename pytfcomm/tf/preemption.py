@@ -69,8 +69,8 @@ def _resolver_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 def strategy_for(resolver: Any) -> Any:
     """The pytfcomm strategy a handler with ``resolver`` belongs to, or None.
 
-    The strategy whose scope is entered, else a live one whose ``cluster_resolver`` is
-    ``resolver`` or names the same cluster and task.
+    The strategy whose scope is entered (None if that is another strategy), else a live
+    one whose ``cluster_resolver`` is ``resolver`` or names the same cluster and task.
     """
     import tensorflow as tf
 
@@ -78,8 +78,7 @@ def strategy_for(resolver: Any) -> Any:
 
     if tf.distribute.has_strategy():
         current = tf.distribute.get_strategy()
-        if isinstance(current, MultiWorkerMirroredStrategy):
-            return current
+        return current if isinstance(current, MultiWorkerMirroredStrategy) else None
     if resolver is None:
         return None
     for strategy in list(_STRATEGIES):

@@ -129,6 +129,26 @@ def test_sigterm_to_the_launcher_saves_on_every_worker(tmp_path: Path) -> None:
     assert [n for n, _ in _saves(err, 0)] == [n for n, _ in _saves(err, 1)] == [at], err[-4000:]
 
 
+def test_tf_keras_fit_saves_before_preemption_and_resumes(tmp_path: Path) -> None:
+    pytest.importorskip("tf_keras")
+    backup = tmp_path / "backup"
+    with started("-np", "2", "--restarts", "1", "--kill-timeout", "30", PY, WORKERS,
+                 "tf_keras", str(tmp_path), str(backup), cwd=tmp_path) as proc:  # fmt: skip
+        _sigterm_at_step(tmp_path, 1, proc, step=10)  # in the second epoch (8 batches each)
+        _, err_b = proc.communicate(timeout=240)
+    err = err_b.decode()
+    assert proc.returncode == 0, err[-4000:]
+    first = [_result(tmp_path, 0, r) for r in range(2)]
+    assert [f["exit"] for f in first] == [42, 42], err[-4000:]
+    at = first[0]["runs"]
+    assert first[1]["runs"] == at and 10 <= at < 24, (first, err[-4000:])
+    assert _saves(err, 0) == [(at, str(backup / "chief"))], err[-4000:]
+    assert _saves(err, 1) == [(at, str(backup / "workertemp_1"))], err[-4000:]
+    # tf-keras resumes in the epoch it was preempted in, and finishes.
+    second = [_result(tmp_path, 1, r) for r in range(2)]
+    assert [(s["epochs"][0], s["epochs"][-1], s["exit"]) for s in second] == [(at // 8, 2, 0)] * 2
+
+
 def test_one_worker_saves_once_and_an_exit_fn_that_returns_ends_it(tmp_path: Path) -> None:
     import tensorflow as tf
 

@@ -11,6 +11,10 @@ from ``CKPT_DIR`` and the loop starts at ``handler.total_run_calls``.
 * ``config``: made outside the scope from a fresh ``TFConfigClusterResolver``, with
   ``TerminationConfig(exit_fn=lambda: sys.exit(7), grace_period=GRACE)``.
 
+* ``tf_keras``: tf-keras ``fit`` (3 epochs of 8 batches) with
+  ``BackupAndRestore(save_before_preemption=True)``, which makes the handler itself
+  (tf-keras turns it on only on Google Cloud: its check is made to say yes here).
+
 Each worker writes ``OUTDIR/pid.<run>.<rank>`` (its pid) when the handler is ready,
 ``OUTDIR/progress.<run>.<rank>`` (steps done) after every step, and
 ``OUTDIR/result.<run>.<rank>.json`` when it leaves (``exit``: 0 or the ``SystemExit``
@@ -96,5 +100,52 @@ def main(mode: str, out: Path, ckpt_dir: str, steps: int) -> None:
         _write(out / f"result.{run}.{rank}.json", json.dumps(result))
 
 
+def tf_keras_fit(out: Path, backup_dir: str) -> None:
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras as k
+    from tf_keras.src.distribute import distributed_file_utils
+
+    import pytfcomm
+
+    distributed_file_utils._on_gcp = lambda: True
+    run = int(os.environ.get("PYTFCOMM_RESTART_COUNT", "0"))
+    strategy = pytfcomm.MultiWorkerMirroredStrategy()
+    rank = strategy.communicator.rank
+    x = np.random.default_rng(0).standard_normal((64, 4)).astype(np.float32)
+    with strategy.scope():
+        k.utils.set_random_seed(0)
+        model = k.Sequential([k.Input((4,)), k.layers.Dense(1)])
+        model.compile(k.optimizers.SGD(0.05), "mse")
+    result: dict = {"run": run, "rank": rank, "epochs": [], "exit": None}
+
+    class Progress(k.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            result["epochs"].append(epoch)
+
+        def on_train_batch_end(self, batch, logs=None):
+            done = int(model._preemption_handler.total_run_calls)
+            _write(out / f"progress.{run}.{rank}", str(done))
+            time.sleep(STEP_PAUSE)
+
+    backup = k.callbacks.BackupAndRestore(backup_dir, save_before_preemption=True)
+    _write(out / f"pid.{run}.{rank}", str(os.getpid()))
+    data = tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).batch(8)
+    try:
+        model.fit(data, epochs=3, verbose=0, callbacks=[backup, Progress()])
+        result["exit"] = 0
+    except SystemExit as exc:
+        result["exit"] = exc.code
+        raise
+    finally:
+        handler = getattr(model, "_preemption_handler", None)
+        result["runs"] = None if handler is None else int(handler.total_run_calls)
+        _write(out / f"result.{run}.{rank}.json", json.dumps(result))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
+    if sys.argv[1] == "tf_keras":
+        tf_keras_fit(Path(sys.argv[2]), sys.argv[3])
+    else:
+        main(sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]))

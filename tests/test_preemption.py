@@ -181,6 +181,15 @@ def test_one_worker_saves_once_and_an_exit_fn_that_returns_ends_it(tmp_path: Pat
     assert tf.train.load_variable(str(tmp_path / "c"), "v/.ATTRIBUTES/VARIABLE_VALUE") == 2.0
 
 
+def test_workers_at_different_runs_fail_instead_of_saving_different_steps(
+    ranks, tmp_path: Path
+) -> None:
+    said = ranks(2, "preemption_workers:run_counts_differ", str(tmp_path), timeout=200)
+    for r, text in enumerate(said):
+        assert "the workers are at different run counts (0 to 5" in text, (r, text)
+        assert f"worker {r}: {5 if r == 0 else 0}" in text and "same checkpoint" in text
+
+
 def test_other_handlers_stay_tensorflows(tmp_path: Path) -> None:
     import tensorflow as tf
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -142,6 +143,35 @@ def tf_keras_fit(out: Path, backup_dir: str) -> None:
         handler = getattr(model, "_preemption_handler", None)
         result["runs"] = None if handler is None else int(handler.total_run_calls)
         _write(out / f"result.{run}.{rank}.json", json.dumps(result))
+
+
+def run_counts_differ(rank: int, size: int, addr: str, tmp: str) -> str:
+    """Through tests/_harness.run_ranks: the chief restores run 5, worker 1 nothing (its
+    checkpoint directory is another, as on storage that is not shared); the first
+    ``run()`` must fail on both. Returns the error message."""
+    os.environ.update(PYTFCOMM_RANK=str(rank), PYTFCOMM_SIZE=str(size), PYTFCOMM_ADDR=addr)
+    os.environ.pop("TF_CONFIG", None)
+    import tensorflow as tf
+
+    import pytfcomm
+
+    strategy = pytfcomm.MultiWorkerMirroredStrategy()
+    ckpt_dir = os.path.join(tmp, f"ckpt{rank}")
+    if rank == 0:
+        runs = tf.Variable(tf.constant(5, tf.int64))
+        tf.train.Checkpoint(checkpointed_runs=runs).save(os.path.join(ckpt_dir, "ckpt"))
+    # Outside the scope: restoring a mirrored variable from one worker's files only
+    # would wait in the chief's broadcast of its value instead.
+    handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+        strategy.cluster_resolver, tf.train.Checkpoint(), ckpt_dir
+    )
+    try:
+        handler.run(lambda: None)
+    except pytfcomm.MismatchError as exc:
+        return str(exc)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return "no error"
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from tensorflow.python.distribute.cluster_resolver import (
 from .. import _cluster
 from .. import communicator as comm_lib
 from ..errors import ConfigError, InvalidArgumentError
-from . import backup, callback_files, uneven_data
+from . import backup, callback_files, preemption, uneven_data
 from . import collectives as coll
 from ._extended import Extended
 from .cross_device_ops import HierarchicalAllReduce, PytfcommCrossDeviceOps, RingAllReduce
@@ -195,6 +195,7 @@ class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
         backup.install()  # Keras 3 BackupAndRestore: only the chief writes (tf/backup.py)
         callback_files.install()  # Keras 3 ModelCheckpoint, TensorBoard: the same
         uneven_data.install()  # Keras 3 epochs end where every worker's data does
+        preemption.register(self)  # TF's PreemptionCheckpointHandler agrees on pytfcomm
 
     @property
     def communicator(self) -> Any:

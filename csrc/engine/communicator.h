@@ -241,6 +241,9 @@ class Communicator {
   void run_decision(Decision& d);
   // This rank's part, as a joined rank, of a collective the others decided.
   void run_adopted(const Decision& d);
+  // Numbers this rank's next calls on `stream` from `next`, those made and
+  // not yet announced included (out_of_step.cc).
+  void resync_stream(uint64_t stream, uint64_t next);
   bool fast_round();
   // Whether `r` may run within a round, and how many input bytes it adds.
   bool eager_input(const Request& r, size_t* data_bytes) const;

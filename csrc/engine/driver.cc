@@ -340,6 +340,7 @@ void Communicator::process_round() {
   }
   negotiator_.absorb(round_, parsed_);
   std::vector<Decision> decisions = negotiator_.decide();
+  for (const Negotiator::Resync& rs : negotiator_.resyncs()) resync_stream(rs.stream, rs.next);
   for (size_t i = 0; i < decisions.size(); ++i) {
     try {
       run_decision(decisions[i]);

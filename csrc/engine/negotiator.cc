@@ -31,11 +31,13 @@ bool Negotiator::tables_empty() const {
 void Negotiator::absorb(uint64_t round, const std::vector<ParsedRecord>& records) {
   PTC_ENFORCE(static_cast<int>(records.size()) == size_, "records of ", records.size(), " ranks");
   round_ = round;
+  touched_.clear();
   for (int r = 0; r < size_; ++r) {
     Table& t = tables_[static_cast<size_t>(r)];
     const ParsedRecord& rec = records[static_cast<size_t>(r)];
     // Withdrawals first: a key withdrawn in this round cannot be decided in it.
     for (const CollectiveKey& k : rec.withdrawals) {
+      touched_.push_back(k.stream);
       auto gone = t.find(k);
       if (gone != t.end() && k.stream != kJoinStream) {
         auto& kept = withdrawn_[static_cast<size_t>(r)];
@@ -46,6 +48,7 @@ void Negotiator::absorb(uint64_t round, const std::vector<ParsedRecord>& records
       if (k.stream == kJoinStream) joined_round_[static_cast<size_t>(r)] = -1;
     }
     for (const Announcement& a : rec.entries) {
+      touched_.push_back(a.key.stream);
       Entry& e = t[a.key];
       e.desc = a.desc;
       e.label = a.label;
@@ -171,6 +174,7 @@ std::string Negotiator::disagreement(const CollectiveKey& k) const {
 
 std::vector<Decision> Negotiator::decide() {
   std::vector<Decision> out;
+  fail_out_of_step(&out);
   size_t stale = 0;
   bool join_decided = false;
   for (size_t i = 0; i < order_.size(); ++i) {

@@ -59,7 +59,18 @@ class Negotiator {
   void absorb(uint64_t round, const std::vector<ParsedRecord>& records);
   // The collectives the last absorbed round made common to every rank, in
   // execution order; each is forgotten by the tables as it is returned.
+  // First come this rank's calls on streams whose ranks are out of step,
+  // failed with the reason (out_of_step.cc).
   std::vector<Decision> decide();
+
+  // A stream whose ranks were out of step: every rank's next call on it is
+  // numbered `next` (docs/negotiation.md "Out of step").
+  struct Resync {
+    uint64_t stream;
+    uint64_t next;
+  };
+  // The streams the last decide() brought back into step.
+  const std::vector<Resync>& resyncs() const { return resyncs_; }
 
   // This rank's announced, undecided requests.
   const std::unordered_map<CollectiveKey, Request*, CollectiveKeyHash>& mine() const {
@@ -108,6 +119,9 @@ class Negotiator {
   // Whether every rank asked for `k` or, but for a join, has joined.
   bool common(const CollectiveKey& k) const;
   const Entry& first_entry(const CollectiveKey& k) const;
+  // Fails the pending keys of every touched stream whose ranks are out of
+  // step (out_of_step.cc): this rank's into `out`, every rank's from the tables.
+  void fail_out_of_step(std::vector<Decision>* out);
 
   int rank_;
   int size_;
@@ -120,6 +134,8 @@ class Negotiator {
   std::vector<int64_t> joined_round_;             // by rank: the round its join came in, or -1
   std::vector<std::deque<Withdrawn>> withdrawn_;  // by rank, oldest first
   std::unordered_map<CollectiveKey, Request*, CollectiveKeyHash> mine_;
+  std::vector<uint64_t> touched_;  // streams in the last absorbed round's records
+  std::vector<Resync> resyncs_;
 };
 
 }  // namespace pytfcomm

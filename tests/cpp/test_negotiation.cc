@@ -313,5 +313,117 @@ TEST(Negotiator, EveryRankSeesWhatEachRankWaitsIn) {
   EXPECT_NE(late.find("rank 0 waits in '" + a + "'"), std::string::npos) << late;
 }
 
+// Rank 1 skipped a call of stream 9 (rank 0 gave up on its #0): rank 0 asks
+// for #1, rank 1 for #0. Every rank fails its call with the reason in that
+// round, and every rank numbers its next call #2.
+TEST(Negotiator, RanksOutOfStepFailTheirCallsAndAgreeOnTheNextNumber) {
+  const int n = 2;
+  auto p0 = make(9, 1, 10, "allreduce #1 of T"), p1 = make(9, 0, 10, "allreduce #0 of T");
+  Negotiator n0(0, n), n1(1, n);
+  n0.announce(p0.get());
+  n1.announce(p1.get());
+  Round round = build_round(1, {{p0.get()}, {p1.get()}});
+  for (Negotiator* g : {&n0, &n1}) {
+    g->absorb(1, round.parsed);
+    auto ds = g->decide();
+    ASSERT_EQ(ds.size(), 1u);
+    EXPECT_EQ(ds[0].mine, g == &n0 ? p0.get() : p1.get());
+    EXPECT_NE(ds[0].mismatch.find("out of step"), std::string::npos) << ds[0].mismatch;
+    EXPECT_NE(ds[0].mismatch.find("rank 0 'allreduce #1 of T'; rank 1 'allreduce #0 of T'"),
+              std::string::npos)
+        << ds[0].mismatch;
+    EXPECT_NE(ds[0].mismatch.find("#2"), std::string::npos) << ds[0].mismatch;
+    ASSERT_EQ(g->resyncs().size(), 1u);
+    EXPECT_EQ(g->resyncs()[0].stream, 9u);
+    EXPECT_EQ(g->resyncs()[0].next, 2u);
+    EXPECT_TRUE(g->mine().empty());
+    EXPECT_TRUE(g->tables_empty());
+  }
+}
+
+// Not out of step: a rank that has announced nothing on the stream yet (it
+// may be late with the same number), and calls in flight on one stream that
+// ranks announce in different rounds.
+TEST(Negotiator, LateRanksAndCallsInFlightAreNotOutOfStep) {
+  const int n = 3;
+  std::vector<std::vector<std::unique_ptr<Request>>> reqs(n);
+  for (int r = 0; r < n; ++r) {
+    for (uint64_t s = 0; s < 3; ++s) reqs[r].push_back(make(4, s, 10));
+  }
+  std::vector<Negotiator> neg;
+  for (int r = 0; r < n; ++r) neg.emplace_back(r, n);
+  auto announce = [&](int r, std::vector<int> which) {
+    std::vector<Request*> out;
+    for (int i : which) {
+      out.push_back(reqs[r][i].get());
+      neg[r].announce(reqs[r][i].get());
+    }
+    return out;
+  };
+  // Round 1: rank 0 has #0-#2 in flight, rank 1 #0, rank 2 nothing yet.
+  Round r1 = build_round(1, {announce(0, {0, 1, 2}), announce(1, {0}), {}});
+  // Round 2: rank 1 #1, rank 2 #0 and #1.
+  Round r2 = build_round(2, {{}, announce(1, {1}), announce(2, {0, 1})});
+  // Round 3: ranks 1 and 2 #2.
+  Round r3 = build_round(3, {{}, announce(1, {2}), announce(2, {2})});
+  for (int r = 0; r < n; ++r) {
+    neg[r].absorb(1, r1.parsed);
+    EXPECT_TRUE(neg[r].decide().empty()) << r;
+    EXPECT_TRUE(neg[r].resyncs().empty()) << r;
+    neg[r].absorb(2, r2.parsed);
+    std::vector<CollectiveKey> decided;
+    for (auto& d : neg[r].decide()) {
+      EXPECT_EQ(d.mismatch, "") << r;
+      decided.push_back(d.key);
+    }
+    EXPECT_EQ(decided, (std::vector<CollectiveKey>{{4, 0}, {4, 1}})) << r;
+    EXPECT_TRUE(neg[r].resyncs().empty()) << r;
+    neg[r].absorb(3, r3.parsed);
+    auto ds = neg[r].decide();
+    ASSERT_EQ(ds.size(), 1u) << r;
+    EXPECT_EQ(ds[0].mismatch, "") << r;
+    EXPECT_TRUE(neg[r].tables_empty()) << r;
+  }
+}
+
+// Rank 0 gave up on #0 (a withdrawal) that rank 1 never made; rank 1's next
+// call is #0, rank 0's #1: out of step as soon as both are announced, in
+// the same round on every rank (three ranks: ranks 0 and 2 alike).
+TEST(Negotiator, ACallWithdrawnOnOneSideLeavesTheNextCallsOutOfStep) {
+  const int n = 3;
+  auto a0 = make(6, 0, 10), a2 = make(6, 0, 10);  // ranks 0 and 2: #0, given up
+  auto b0 = make(6, 1, 10), b2 = make(6, 1, 10);  // their next call
+  auto b1 = make(6, 0, 10);                       // rank 1's next call
+  std::vector<Negotiator> neg;
+  for (int r = 0; r < n; ++r) neg.emplace_back(r, n);
+  neg[0].announce(a0.get());
+  neg[2].announce(a2.get());
+  Round r1 = build_round(1, {{a0.get()}, {}, {a2.get()}});
+  neg[0].withdraw({6, 0});
+  neg[2].withdraw({6, 0});
+  Round r2 = build_round(2, {{}, {}, {}}, {{{6, 0}}, {}, {{6, 0}}});
+  neg[0].announce(b0.get());
+  neg[2].announce(b2.get());
+  Round r3 = build_round(3, {{b0.get()}, {}, {b2.get()}});
+  neg[1].announce(b1.get());
+  Round r4 = build_round(4, {{}, {b1.get()}, {}});
+  for (int r = 0; r < n; ++r) {
+    for (auto* rd : {&r1, &r2, &r3}) {
+      neg[r].absorb(rd == &r1 ? 1 : rd == &r2 ? 2 : 3, rd->parsed);
+      EXPECT_TRUE(neg[r].decide().empty()) << r;
+      EXPECT_TRUE(neg[r].resyncs().empty()) << r;
+    }
+    neg[r].absorb(4, r4.parsed);
+    auto ds = neg[r].decide();
+    ASSERT_EQ(ds.size(), 1u) << r;
+    EXPECT_NE(ds[0].mismatch.find("out of step"), std::string::npos) << ds[0].mismatch;
+    EXPECT_NE(ds[0].mismatch.find("ranks 0, 2 'x'; rank 1 'x'"), std::string::npos)
+        << ds[0].mismatch;
+    ASSERT_EQ(neg[r].resyncs().size(), 1u);
+    EXPECT_EQ(neg[r].resyncs()[0].next, 2u);
+    EXPECT_TRUE(neg[r].tables_empty()) << r;
+  }
+}
+
 }  // namespace
 }  // namespace pytfcomm

@@ -110,7 +110,7 @@ def _job(callback: Any) -> _Job | None:
     return _Job(strategy)
 
 
-def _patch(cls: type) -> None:
+def _patch(cls: type[Any]) -> None:
     keras_begin, keras_save, keras_end = cls.on_train_begin, cls._save_model, cls.on_train_end
 
     def on_train_begin(self: Any, logs: Any = None) -> None:

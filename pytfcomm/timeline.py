@@ -17,6 +17,7 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from ._owned_file import read_bounded
@@ -80,7 +81,13 @@ def load_events(path: str | Path) -> list[dict]:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
         if not text.startswith(_HEAD):
-            where = f": {exc.msg} at line {exc.lineno}" if isinstance(exc, ValueError) else ""
+            # JSONDecodeError has a position; other ValueErrors (an integer longer than
+            # sys.get_int_max_str_digits()) only their text; RecursionError neither.
+            where = ""
+            if isinstance(exc, json.JSONDecodeError):
+                where = f": {exc.msg} at line {exc.lineno}"
+            elif isinstance(exc, ValueError):
+                where = f": {exc}"
             raise InvalidArgumentError(
                 f"{path}: not a timeline (not JSON{where}, and it does not begin as a "
                 "timeline file does)"
@@ -104,7 +111,7 @@ def load_events(path: str | Path) -> list[dict]:
     return _events(path, events)
 
 
-def merge(paths: list[str | Path], out: str | Path) -> int:
+def merge(paths: Sequence[str | Path], out: str | Path) -> int:
     """Write the events of every file in ``paths`` into ``out``; returns the event count.
 
     Every input is read before ``out`` is touched. ``out`` is replaced atomically by a

@@ -28,7 +28,7 @@
 # TEST_LIMIT the seconds for the benchmark (300) and the tests (900). Exit
 # status: 0 when every stage that could run passed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-check-out}
 PY=${PYTHON:-python3}
@@ -63,10 +63,12 @@ stage() {
   return $rc
 }
 
+# shellcheck disable=SC2317  # run by stage()'s `bash -c` (export -f below)
 cuda_arch() {  # compute capability of GPU 0 as CMake wants it (9.0 -> 90), or nothing
   nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .'
 }
 
+# shellcheck disable=SC2317  # run by stage()'s `bash -c` (export -f below)
 env_report() {
   date -u
   uname -a
@@ -90,8 +92,10 @@ except Exception as e:  # noqa: BLE001
 EOF
 }
 
+# shellcheck disable=SC2317  # run by stage()'s `bash -c` (export -f below)
 install_wheel() { "$PY" -m pip install -q --no-deps --no-index --target "$1" "$WHEEL"; }
 
+# shellcheck disable=SC2317  # run by stage()'s `bash -c` (export -f below)
 build_from_source() {  # $1: target directory
   local arch args=()
   arch=$(cuda_arch)
@@ -152,6 +156,7 @@ if [[ -n $WHEEL && $SOURCE_BUILD == 1 ]]; then
   (
     log=$OUT/source_build.log
     c++ --version 2>&1 | head -1 >"$log"
+    # shellcheck disable=SC2016  # $1 is the inner shell's argument, not expanded here
     nice -n 19 timeout -k 10 "${TEST_LIMIT:-900}" bash -c 'build_from_source "$1"' _ \
       "$WORK/src-site" >>"$log" 2>&1 && echo "--- info of the source build" >>"$log" &&
       info "$WORK/src-site" >>"$log" 2>&1

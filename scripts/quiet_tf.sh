@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/main.sh: `quiet_tf CMD ARGS...` runs CMD with TensorFlow's start-up
 # log lines taken out of its stderr, and returns CMD's exit status.
 #

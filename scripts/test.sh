@@ -7,7 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 VENV=${PYTFCOMM_VENV:-$PWD/.venv}
-VPY="$VENV/bin/python"
 export PATH="$VENV/bin:$PATH"
 JOBS=$(nproc)
 
@@ -19,6 +18,7 @@ SANITIZE=${PYTFCOMM_SANITIZE:-1}
 mkdir -p build
 CPP_LOG=$PWD/build/cpp-builds.log
 set -m  # the builds get a process group of their own: a failed stage below ends all of it
+# shellcheck disable=SC2016  # the script's $1 and $2 are its own arguments
 nice -n 19 bash -c '
   set -euo pipefail
   cmake -S . -B build/cpp-tests -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -33,6 +33,8 @@ def _input(tmp_path: Path, case: str) -> str:
         path.write_text("[1, 2, 3]\n")
     elif case == "bad_json":
         path.write_text("{oops\n")
+    elif case == "huge_number":  # valid JSON that json.loads refuses without a position
+        path.write_text("1" * 5000 + "\n")
     elif case == "bad_events":
         path.write_text('{"traceEvents": [1, 2]}\n')
     elif case == "binary":
@@ -54,6 +56,7 @@ CASES = {
     "not_a_timeline": "not a timeline (JSON without a traceEvents list",
     "json_list": "not a timeline (JSON without a traceEvents list",
     "bad_json": "not a timeline (not JSON: Expecting property name",
+    "huge_number": "not a timeline (not JSON: Exceeds the limit (4300 digits)",
     "bad_events": "not a timeline (its traceEvents is not a list of event objects)",
     "binary": "not a timeline (not UTF-8 text)",
     "too_big": f"larger than {MAX_INPUT_BYTES} bytes",

@@ -98,7 +98,9 @@ def _lookup(name: str, timeout: float) -> list[str] | None:
 @functools.lru_cache(maxsize=256)
 def _name_is_loopback(name: str) -> bool:
     addresses = _lookup(name, DNS_TIMEOUT_S)
-    return bool(addresses) and all(_is_loopback_ip(a) for a in addresses)
+    if not addresses:  # unresolved (None) or no address at all
+        return False
+    return all(_is_loopback_ip(a) for a in addresses)
 
 
 def is_loopback_host(host: str) -> bool:

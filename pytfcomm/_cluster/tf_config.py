@@ -98,38 +98,38 @@ def _from_tf_config(env: Mapping[str, str]) -> ClusterSpec | None:
 
     entries: dict[str, list[tuple[str, int]]] = {}
     seen: dict[str, str] = {}
-    for ttype in _TF_TASK_TYPES:
-        listed = cluster.get(ttype)
+    for group in _TF_TASK_TYPES:
+        listed = cluster.get(group)
         if listed is None:
             continue
         if not isinstance(listed, list):
             raise _tf_error(
-                f"cluster.{ttype} is {_quote(listed)}",
-                f'make cluster.{ttype} a list of "host:port" strings',
+                f"cluster.{group} is {_quote(listed)}",
+                f'make cluster.{group} a list of "host:port" strings',
             )
         parsed: list[tuple[str, int]] = []
         for i, item in enumerate(listed):
-            where = f"TF_CONFIG cluster.{ttype}[{i}]"
+            where = f"TF_CONFIG cluster.{group}[{i}]"
             if not isinstance(item, str):
                 raise _tf_error(
-                    f"cluster.{ttype}[{i}] is {_quote(item)}",
+                    f"cluster.{group}[{i}] is {_quote(item)}",
                     'write each task as a "host:port" string',
                 )
             host, port = parse_addr(item, what=where)
             if port == 0:
                 raise _tf_error(
-                    f"cluster.{ttype}[{i}] {item!r} has port 0",
+                    f"cluster.{group}[{i}] {item!r} has port 0",
                     "give each task its real port, 1..65535",
                 )
             key = format_addr(_host_key(host), port)
             if key in seen:
                 raise _tf_error(
-                    f"lists the address {item!r} twice, at {seen[key]} and cluster.{ttype}[{i}]",
+                    f"lists the address {item!r} twice, at {seen[key]} and cluster.{group}[{i}]",
                     "give every task its own host:port",
                 )
-            seen[key] = f"cluster.{ttype}[{i}]"
+            seen[key] = f"cluster.{group}[{i}]"
             parsed.append((host, port))
-        entries[ttype] = parsed
+        entries[group] = parsed
     chief, workers = entries.get("chief", []), entries.get("worker", [])
     if len(chief) > 1:
         raise _tf_error(

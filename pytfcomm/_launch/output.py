@@ -15,7 +15,7 @@ import selectors
 import sys
 import time
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 __all__ = ["MAX_LINE", "OutputRelay"]
 
@@ -43,7 +43,8 @@ class OutputRelay:
         append: bool = False,
     ) -> None:
         self._prefix = prefix
-        self._mode = "ab" if append else "wb"  # append: a restarted job adds to the logs
+        # append: a restarted job adds to the logs
+        self._mode: Literal["ab", "wb"] = "ab" if append else "wb"
         self._dir = Path(output_dir) if output_dir else None
         if self._dir is not None:
             self._dir.mkdir(parents=True, exist_ok=True)

@@ -34,11 +34,18 @@ _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _TICK = 0.05
 _DRAIN_S = 2.0
 
-try:
-    _libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
-    _libc.prctl  # noqa: B018 - probe: only Linux has it
-except (OSError, AttributeError):
-    _libc = None
+
+def _load_libc() -> ctypes.CDLL | None:
+    """The C library when it has ``prctl`` (only Linux's does), else None."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl  # noqa: B018 - probe: only Linux has it
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_libc = _load_libc()
 
 
 def _child_setup(parent: int, cpus: frozenset[int] | None) -> Callable[[], None]:

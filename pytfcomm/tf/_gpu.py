@@ -21,6 +21,7 @@ The ops of a group wait for each other, so they must run concurrently:
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -104,7 +105,8 @@ def build_group(
         with tf.device(d):
             outs = ordered(
                 attrs["comm_handle"],
-                lambda i=i: _ops.ops().pytfcomm_all_reduce(
+                functools.partial(
+                    _ops.ops().pytfcomm_all_reduce,
                     list(replicas[i]),
                     num_devices=1,
                     group_size=n,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import tensorflow as tf
 
@@ -49,9 +49,10 @@ def instance_key() -> str:
     return f"op:{getattr(graph, 'name', 'graph')}#{n}"
 
 
-def ordered(
-    handle: int, build: Callable[[], Sequence[Any]], group_key: int | None = None
-) -> Sequence[Any]:
+_Outs = TypeVar("_Outs", bound=Sequence[Any])
+
+
+def ordered(handle: int, build: Callable[[], _Outs], group_key: int | None = None) -> _Outs:
     """``build()`` (which creates one pytfcomm op); GPU group ops chained after the
     previous collective of the graph, other ops as they are (see the module docstring)."""
     if not handle or tf.executing_eagerly() or group_key is None:

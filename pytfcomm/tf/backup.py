@@ -96,7 +96,7 @@ def _job(callback: Any) -> Job | None:
     return job_of(getattr(callback, "model", None))
 
 
-def _patch(cls: type) -> None:
+def _patch(cls: type[Any]) -> None:
     keras_begin, keras_save, keras_end = cls.on_train_begin, cls._save_model, cls.on_train_end
 
     def on_train_begin(self: Any, logs: Any = None) -> None:

@@ -108,12 +108,16 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
         return comm.size if comm is not None else 1
 
     # -- CrossDeviceOps contract ---------------------------------------------------------
-    def reduce_implementation(self, reduce_op, per_replica_value, destinations, options):
+    def reduce_implementation(
+        self, reduce_op: Any, per_replica_value: Any, destinations: Any, options: Any
+    ) -> Any:
         return self.batch_reduce_implementation(
             reduce_op, [(per_replica_value, destinations)], options
         )[0]
 
-    def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
+    def batch_reduce_implementation(
+        self, reduce_op: Any, value_destination_pairs: Any, options: Any
+    ) -> list[Any]:
         pairs = [(_per_replica(v), d) for v, d in value_destination_pairs]
         if not pairs:
             return []
@@ -128,7 +132,7 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
             results.append(tf_cdo.simple_broadcast(_first(reduced), d, always_mirrored=True))
         return results
 
-    def broadcast_implementation(self, tensor, destinations):
+    def broadcast_implementation(self, tensor: Any, destinations: Any) -> Any:
         if self._num_between_graph_workers == 1:
             # Within one process a broadcast is a copy to each device: no collective,
             # as TF's own CrossDeviceOps do (and so it also runs under XLA).
@@ -137,7 +141,9 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
         coll.check_dtype(tensor.dtype)
         return _mirrored(coll.broadcast(tensor, 0, devices=devices, communicator=self.communicator))
 
-    def _gather_implementation(self, per_replica_value, destinations, axis, options):
+    def _gather_implementation(
+        self, per_replica_value: Any, destinations: Any, axis: int, options: Any
+    ) -> Any:
         value = _per_replica(per_replica_value)
         if isinstance(value.values[0], tf.IndexedSlices):
             raise InvalidArgumentError("gather does not support IndexedSlices")
@@ -160,7 +166,7 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
         return _mirrored(gathered)
 
     # -- the batch all-reduce ------------------------------------------------------------
-    def _batch_all_reduce(self, reduce_op, per_replica_values, options):
+    def _batch_all_reduce(self, reduce_op: Any, per_replica_values: Any, options: Any) -> list[Any]:
         op = _op(reduce_op)
         values = list(per_replica_values)
         if op == "mean" and any(_mean_after_sum(v) for v in values):

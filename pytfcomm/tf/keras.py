@@ -64,14 +64,14 @@ def DistributedOptimizer(
     base = type(optimizer)
     if _is_tf_keras(optimizer):
 
-        def apply_gradients(self, grads_and_vars, *args, **kwargs):
+        def apply_gradients(self: Any, grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
             pairs = list(grads_and_vars)
             grads = allreduce_gradients([g for g, _ in pairs], **self._pytfcomm_reduce)
             return base.apply_gradients(
                 self, list(zip(grads, [v for _, v in pairs], strict=True)), *args, **kwargs
             )
 
-        body = {"apply_gradients": apply_gradients}
+        body: dict[str, Any] = {"apply_gradients": apply_gradients}
     else:
         import keras
 
@@ -81,12 +81,12 @@ def DistributedOptimizer(
                 f"{base.__module__}.{base.__name__}"
             )
 
-        def apply(self, grads, trainable_variables=None):
+        def apply(self: Any, grads: Any, trainable_variables: Any = None) -> Any:
             reduced = allreduce_gradients(list(grads), **self._pytfcomm_reduce)
             return base.apply(self, reduced, trainable_variables)
 
         body = {"apply": apply}
-    cls = types.new_class(
+    cls: type[Any] = types.new_class(
         f"Distributed{base.__name__}", (base,), exec_body=lambda ns: ns.update(body)
     )
     cls.__module__ = base.__module__
@@ -111,6 +111,8 @@ def _comm(communicator: Any) -> Any:
 
 class _BroadcastMixin:
     """Broadcast the model's variables from ``root_rank`` before training starts."""
+
+    model: Any  # set by Keras on the Callback class this is mixed into
 
     def __init__(self, root_rank: int = 0, *, communicator: Any = None) -> None:
         super().__init__()

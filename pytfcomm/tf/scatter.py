@@ -14,6 +14,7 @@ must agree on the dtype and the dimensions after the first.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -78,7 +79,8 @@ def reduce_scatter(
             with tf.device(group[0].device or ""):
                 outs = ordered(
                     handle,
-                    lambda group=group: _ops.ops().pytfcomm_reduce_scatter(
+                    functools.partial(
+                        _ops.ops().pytfcomm_reduce_scatter,
                         group,
                         num_devices=1,
                         reduce_op=reduce_op,

@@ -394,7 +394,8 @@ class _DistributedGradientTape:
     ) -> tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]:
         """``([(local source, grad)], [(global source, grad)])``."""
         grads = self.gradient(target, sources, output_gradients, use_generic_names)
-        local, glob = [], []
+        local: list[tuple[Any, Any]] = []
+        glob: list[tuple[Any, Any]] = []
         for s, g in zip(tf.nest.flatten(sources), tf.nest.flatten(grads), strict=True):
             (local if var_key(s) in self._local_sources else glob).append((s, g))
         return local, glob

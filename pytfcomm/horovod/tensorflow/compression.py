@@ -44,7 +44,7 @@ class _CastCompressor(Compressor):
     wire: tf.DType = tf.float16
 
     @classmethod
-    def compress(cls, tensor: Any) -> tuple[Any, Any]:  # type: ignore[override]
+    def compress(cls, tensor: Any) -> tuple[Any, Any]:
         t = tf.convert_to_tensor(tensor)
         if t.dtype.is_floating and t.dtype != cls.wire:
             return tf.cast(t, cls.wire), t.dtype

@@ -31,7 +31,7 @@ import os
 import pickle
 import secrets
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -180,6 +180,11 @@ class ObjectState(State):
         self._saved_state = dict(kwargs)
         self._set_attrs()
         super().__init__(bcast_object=bcast_object, get_rank=get_rank)
+
+    if TYPE_CHECKING:  # for type checkers only: the keyword arguments are attributes
+
+        def __getattr__(self, name: str) -> Any: ...
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
     def save(self) -> None:
         self._saved_state = {k: getattr(self, k) for k in self._saved_state}

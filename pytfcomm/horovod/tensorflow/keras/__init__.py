@@ -186,10 +186,10 @@ def _aggregate_then_apply(
     return tf.cond(boundary, step, skip)
 
 
-def _distributed_class(base: type, tf_keras: bool) -> type:
+def _distributed_class(base: type[Any], tf_keras: bool) -> type[Any]:
     if tf_keras:
 
-        def apply_gradients(self, grads_and_vars, *args, **kwargs):
+        def apply_gradients(self: Any, grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
             pairs = list(grads_and_vars)
             variables = [v for _, v in pairs]
             grads = [g for g, _ in pairs]
@@ -207,7 +207,7 @@ def _distributed_class(base: type, tf_keras: bool) -> type:
         body: dict[str, Any] = {"apply_gradients": apply_gradients}
     else:
 
-        def apply(self, grads, trainable_variables=None):
+        def apply(self: Any, grads: Any, trainable_variables: Any = None) -> Any:
             grads = list(grads)
             if trainable_variables is None:
                 if not self.built:
@@ -226,13 +226,14 @@ def _distributed_class(base: type, tf_keras: bool) -> type:
 
         body = {"apply": apply}
         variables_property = getattr(base, "variables", None)
-        if isinstance(variables_property, property):
+        if isinstance(variables_property, property) and variables_property.fget is not None:
             # Horovod (TF >= 2.12): opt.variables and opt.variables() both work.
-            body["variables"] = property(lambda self: _CallableList(variables_property.fget(self)))
+            fget = variables_property.fget
+            body["variables"] = property(lambda self: _CallableList(fget(self)))
     body["register_local_var"] = _register_local_var
     # Horovod keeps the class name, so a saved model names the plain optimizer
     # and hvd.load_model wraps it again.
-    cls = types.new_class(base.__name__, (base,), exec_body=lambda ns: ns.update(body))
+    cls: type[Any] = types.new_class(base.__name__, (base,), exec_body=lambda ns: ns.update(body))
     cls.__module__ = base.__module__
     cls.__qualname__ = base.__qualname__
     cls._hvd_distributed = True

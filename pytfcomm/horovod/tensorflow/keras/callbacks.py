@@ -39,7 +39,9 @@ def _keras() -> Any:
 
 
 _K = _keras()
-_Callback = _K.callbacks.Callback
+# The classes of the Keras in use (Keras 3 or tf-keras), as bases of type Any.
+_Callback: Any = _K.callbacks.Callback
+_ModelCheckpoint: Any = _K.callbacks.ModelCheckpoint
 
 
 def _optimizer_variables(opt: Any) -> list[Any]:
@@ -161,7 +163,7 @@ class LearningRateScheduleCallback(_Callback):
         old_lr = _get(getattr(opt, attr))
         new_lr = self.initial_lr * self.multiplier(epoch)
         setattr(opt, attr, new_lr)
-        momentum = getattr(opt, "momentum", None)
+        momentum: Any = getattr(opt, "momentum", None)  # a variable, a float or None
         if self.momentum_correction and hasattr(momentum, "assign") and old_lr:
             self.restore_momentum = _get(momentum)
             momentum.assign(self.restore_momentum * new_lr / old_lr)
@@ -171,9 +173,15 @@ class LearningRateScheduleCallback(_Callback):
             self.model.optimizer.momentum.assign(self.restore_momentum)
             self.restore_momentum = None
 
-    def on_train_begin(self, logs: Any = None) -> None:
-        if not self.staircase and not self.steps_per_epoch:
+    def _steps(self) -> int:
+        """``steps_per_epoch``: as given, else detected from ``fit``'s parameters."""
+        if not self.steps_per_epoch:
             self.steps_per_epoch = self._autodetect_steps_per_epoch()
+        return self.steps_per_epoch
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        if not self.staircase:
+            self._steps()
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self.current_epoch = epoch
@@ -185,7 +193,7 @@ class LearningRateScheduleCallback(_Callback):
         if self.staircase and batch == 0:
             self._adjust_learning_rate(epoch)
         elif not self.staircase:
-            self._adjust_learning_rate(epoch + float(batch) / self.steps_per_epoch)
+            self._adjust_learning_rate(epoch + float(batch) / self._steps())
 
     def on_batch_end(self, batch: int, logs: Any = None) -> None:
         self._restore_momentum_if_needed()
@@ -212,7 +220,7 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
     ) -> None:
         def multiplier(epoch: float) -> float:
             # Horovod adjusts at a batch's start to the value at its end.
-            epoch += 1.0 / self.steps_per_epoch
+            epoch += 1.0 / self._steps()
             n = size()
             return 1.0 / n * (epoch * (n - 1) / warmup_epochs + 1)
 
@@ -229,12 +237,12 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
         super().on_epoch_end(epoch, logs)
-        if epoch == self.end_epoch - 1 and self.verbose > 0 and rank() == 0:
+        if epoch + 1 == self.end_epoch and self.verbose > 0 and rank() == 0:
             lr = _get(getattr(self.model.optimizer, _lr_attr(self.model.optimizer)))
             print(f"\nEpoch {epoch + 1}: finished gradual learning rate warmup to {lr:g}.")
 
 
-class BestModelCheckpoint(_K.callbacks.ModelCheckpoint):
+class BestModelCheckpoint(_ModelCheckpoint):
     """Save the model only when ``monitor`` improves (``ModelCheckpoint(save_best_only=True)``).
 
     As Horovod's, it is built without a file path; set ``callback.filepath``

@@ -30,7 +30,7 @@ class KerasState(TensorFlowKerasState):
     """Horovod's ``KerasState``: :class:`TensorFlowKerasState` of a compiled Keras model."""
 
 
-class CommitStateCallback(_Callback):  # type: ignore[misc, valid-type]
+class CommitStateCallback(_Callback):
     """Commit ``state`` every ``batches_per_commit`` batches and at every epoch's end."""
 
     def __init__(self, state: State, batches_per_commit: int = 1) -> None:
@@ -54,11 +54,11 @@ class CommitStateCallback(_Callback):  # type: ignore[misc, valid-type]
         self.state.commit()
 
 
-class UpdateBatchStateCallback(_Callback):  # type: ignore[misc, valid-type]
+class UpdateBatchStateCallback(_Callback):
     """Keep ``state.batch`` at the last finished batch (0 at an epoch's end), and
     shorten the first epoch after a restart by the batches already done."""
 
-    def __init__(self, state: State) -> None:
+    def __init__(self, state: ObjectState) -> None:
         super().__init__()
         self.state = state
         self.steps_per_epoch: int | None = None
@@ -80,11 +80,11 @@ class UpdateBatchStateCallback(_Callback):  # type: ignore[misc, valid-type]
         self.state.batch = 0
 
 
-class UpdateEpochStateCallback(_Callback):  # type: ignore[misc, valid-type]
+class UpdateEpochStateCallback(_Callback):
     """Set ``state.epoch`` to the epochs finished in all (Keras counts from 0 in
     every ``fit``; the state counts across restarts)."""
 
-    def __init__(self, state: State) -> None:
+    def __init__(self, state: ObjectState) -> None:
         super().__init__()
         self.state = state
         self.initial_epoch = state.epoch

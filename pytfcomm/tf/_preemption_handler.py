@@ -119,6 +119,7 @@ class Handler(tfh.handler_class()):  # type: ignore[misc]
             self._api_made_checkpoint_manager = False
             return
         self._api_made_checkpoint_manager = True
+        assert self._checkpoint_dir is not None  # __init__ refuses a checkpoint without one
         self._read_checkpoint_manager = tf.train.CheckpointManager(
             given, directory=self._checkpoint_dir, max_to_keep=1
         )

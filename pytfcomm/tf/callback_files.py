@@ -86,7 +86,7 @@ def _install(module: str, name: str, patch: tuple[tuple[str, ...], Any]) -> bool
 # --------------------------------------------------------------------------- ModelCheckpoint
 
 
-def _patch_checkpoint(cls: type) -> list[Any]:
+def _patch_checkpoint(cls: Any) -> list[Any]:  # a Keras class: untyped
     keras_path, keras_should, keras_save = (
         cls._get_file_path,
         cls._should_save_model,
@@ -157,7 +157,7 @@ _CHECKPOINT = (("_get_file_path", "_should_save_model", "_save_model"), _patch_c
 # --------------------------------------------------------------------------- TensorBoard
 
 
-def _patch_tensorboard(cls: type) -> list[Any]:
+def _patch_tensorboard(cls: Any) -> list[Any]:  # a Keras class: untyped
     keras_set_model, keras_train_end = cls.set_model, cls.on_train_end
 
     def set_model(self: Any, model: Any) -> None:

@@ -57,7 +57,7 @@ def install() -> bool:
             klass = Handler  # a subclass: Python then runs Handler.__init__
         return object.__new__(klass)
 
-    cls.__new__ = staticmethod(__new__)
+    setattr(cls, "__new__", staticmethod(__new__))  # noqa: B010 (a TF class, patched)
     setattr(cls, _MARK, True)
     return True
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import _quick_tier as tier
+import pytest
 
 # Each area of pytfcomm, and the entries of tests/quick.txt that exercise it.
 AREAS = {
@@ -32,6 +33,17 @@ def test_the_list_names_existing_modules_once_each() -> None:
     for entry in entries:
         module = entry.split("::", 1)[0].split("[", 1)[0]
         assert (tier.TESTS / module).is_file(), f"{entry}: no tests/{module}"
+
+
+def test_every_entry_takes_a_collected_test(request: pytest.FixtureRequest) -> None:
+    stale = request.config.stash.get(tier.STALE, None)
+    if stale is None:
+        pytest.skip("checked only when the whole tests/ tree is collected")
+    assert not stale, (
+        f"tests/quick.txt lists entries that take no collected test (or only tests marked "
+        f"slow in their module): {stale}. Fix or remove them: an entry is a node id "
+        f"relative to tests/, as pytest prints it"
+    )
 
 
 def test_every_area_is_in_the_quick_tier() -> None:

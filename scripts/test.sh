@@ -3,8 +3,16 @@
 # threads, plus the same under AddressSanitizer/UBSan when PYTFCOMM_SANITIZE
 # is not 0), lint/format checks, and the Python suite (multi-process on
 # 127.0.0.1). Extra arguments go to pytest.
+#   scripts/test.sh --quick [pytest args]: the quick tier (CONTRIBUTING.md):
+#   lint, the plain C++ unit tests and pytest -m "not slow" (tests/quick.txt);
+#   no fuzzing, no AddressSanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+QUICK=0
+if [[ "${1:-}" == "--quick" ]]; then
+  QUICK=1
+  shift
+fi
 bash scripts/setup.sh
 VENV=${PYTFCOMM_VENV:-$PWD/.venv}
 export PATH="$VENV/bin:$PATH"
@@ -15,6 +23,7 @@ JOBS=$(nproc)
 # leave a core idle much of the time (deadlines, liveness waits, ranks waiting
 # for each other), and compiling needs no timing. Their tests run after it.
 SANITIZE=${PYTFCOMM_SANITIZE:-1}
+[[ "$QUICK" == 1 ]] && SANITIZE=0
 mkdir -p build
 CPP_LOG=$PWD/build/cpp-builds.log
 set -m  # the builds get a process group of their own: a failed stage below ends all of it
@@ -36,6 +45,7 @@ trap 'kill -- -"$CPP_PID" 2>/dev/null || true' EXIT
 echo "== C++ test builds started beside the stages below (log: build/cpp-builds.log)"
 
 FUZZ_SECONDS=${PYTFCOMM_FUZZ_SECONDS:-30}
+[[ "$QUICK" == 1 ]] && FUZZ_SECONDS=0
 if [[ "$FUZZ_SECONDS" != "0" ]]; then
   echo "== fuzzing the wire protocol for ${FUZZ_SECONDS} s (fuzz/run.sh; PYTFCOMM_FUZZ_SECONDS=0 skips)"
   if command -v clang++ >/dev/null; then
@@ -62,10 +72,20 @@ XDIST=()
 if [[ "$WORKERS" -gt 1 ]]; then
   XDIST=(-n "$WORKERS" --dist loadfile)
 fi
+TIER=()
+if [[ "$QUICK" == 1 ]]; then
+  TIER=(-m "not slow")  # a later -m among the arguments replaces it
+fi
 echo "== Python tests (${WORKERS} worker(s); PYTFCOMM_TEST_WORKERS=1 runs them in one process)"
 # The pytest script (not python -m pytest) keeps the source tree off sys.path,
 # so the installed pytfcomm is what gets tested.
-"$VENV/bin/pytest" -p no:cacheprovider "${XDIST[@]}" "$@"
+rc=0
+"$VENV/bin/pytest" -p no:cacheprovider "${XDIST[@]}" "${TIER[@]}" "$@" || rc=$?
+if [[ "$rc" == 5 ]]; then
+  echo "!! pytest ran no tests (exit code 5): the arguments (${TIER[*]} $*) select none;" \
+    "check -k, -m and the paths" >&2
+fi
+[[ "$rc" == 0 ]] || exit "$rc"
 
 echo "== C++ test builds (waiting for them)"
 if ! wait "$CPP_PID"; then

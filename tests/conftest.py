@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "workers"))
 
 import _gpu_builds
 
-pytest_plugins = ["_xdist_groups"]  # how the suite splits across xdist workers
+pytest_plugins = ["_xdist_groups", "_quick_tier"]  # xdist split; the quick tier
 
 
 @pytest.fixture

@@ -121,7 +121,8 @@ void Negotiator::fail_out_of_step(std::vector<Decision>* out) {
         "this stream fail with this error and every rank numbers its next call there #",
         next,
         ", so that the next calls pair again. Nothing of them was sent; this communicator "
-        "is still usable");
+        "is still usable. If instead a rank was only late (it reached a call after the others' "
+        "deadline), its calls are now one behind theirs: stop the job rather than go on");
     for (int r = 0; r < size_; ++r) {
       Table& t = tables_[static_cast<size_t>(r)];
       for (auto it = t.begin(); it != t.end();) {

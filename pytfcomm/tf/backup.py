@@ -102,10 +102,14 @@ class _Job:
 
 
 def _job(callback: Any) -> _Job | None:
-    from .strategy import MultiWorkerMirroredStrategy
+    # pytfcomm's MultiWorkerMirroredStrategy is the one strategy whose extended is an
+    # Extended (strategy.py imports this module: naming the strategy here is a cycle).
+    from ._extended import Extended
 
     strategy = getattr(getattr(callback, "model", None), "distribute_strategy", None)
-    if not isinstance(strategy, MultiWorkerMirroredStrategy) or strategy.communicator.size < 2:
+    if not isinstance(getattr(strategy, "extended", None), Extended):
+        return None
+    if strategy.communicator.size < 2:
         return None
     return _Job(strategy)
 

@@ -6,6 +6,12 @@ result's shape and dtype, not overlapping the input), a rank or root in range, a
 ``name=``, ``splits=``, and a ``timeout=``. Each raises
 :class:`~pytfcomm.InvalidArgumentError` (``TypeError`` for a non-array or a
 non-int rank) with one wording.
+
+The native core checks the same rules again for callers of ``_core`` (contiguity and
+writability in bindings/module.cc, overlap and root in engine/communicator.cc) and
+with the same words for contiguity, writability and root; these checks run first
+because the Python side uses the array before the core sees it (an ``out`` is copied
+into for a broadcast, padded for a reduce-scatter, measured for overlap).
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 
 def why_no_gpu() -> str | None:
     """None when PyTorch sees a GPU and pytfcomm is a CUDA build, else what is missing."""
@@ -22,7 +20,7 @@ def why_no_gpu() -> str | None:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago (pytfcomm._launch.ports)."""
+    from pytfcomm._launch.ports import free_port as package_free_port
+
+    return package_free_port()

@@ -15,7 +15,6 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,18 +40,11 @@ class LaunchResult:
 
 
 def free_ports(k: int) -> list[int]:
-    """k distinct free TCP ports on 127.0.0.1 (all sockets held open until all are picked)."""
-    socks = []
-    try:
-        for _ in range(k):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """k distinct free TCP ports on 127.0.0.1 (pytfcomm._launch.ports)."""
+    import_installed_pytfcomm()
+    from pytfcomm._launch.ports import free_ports as package_free_ports
+
+    return package_free_ports("127.0.0.1", k)
 
 
 def _descendants(pid: int) -> list[int]:

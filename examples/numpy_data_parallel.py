@@ -1,8 +1,8 @@
 """Data-parallel training with pytfcomm's NumPy API: softmax regression on the
 scikit-learn digits set, gradients averaged across ranks with ``allreduce``.
 
-Run it as it is: it starts ``--np`` local ranks itself (each with
-PYTFCOMM_RANK/SIZE/ADDR set) and checks at the end that every rank holds
+Run it as it is: it starts ``--np`` local ranks itself, through pytfcomm-run
+(``pytfcomm.launcher``), and checks at the end that every rank holds
 bitwise-identical weights, equal to single-process training on the global
 batch.
 
@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import socket
-import subprocess
 import sys
 import time
 
@@ -103,25 +101,11 @@ def main() -> int:
     args = parser.parse_args()
     if "PYTFCOMM_RANK" in os.environ:
         return rank_main(args.epochs, args.batch, args.lr)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for r in range(args.np):
-        env = dict(
-            os.environ,
-            PYTFCOMM_RANK=str(r),
-            PYTFCOMM_SIZE=str(args.np),
-            PYTFCOMM_ADDR=f"127.0.0.1:{port}",
-        )
-        procs.append(subprocess.Popen([sys.executable, *sys.argv], env=env))
-    try:
-        codes = [p.wait(timeout=600) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    return max(codes, key=abs)
+    # Start the ranks as pytfcomm-run does (free ports, every rank stopped when one
+    # fails, a deadline): each runs this script again, with PYTFCOMM_RANK set.
+    from pytfcomm.launcher import main as pytfcomm_run
+
+    return pytfcomm_run(["-np", str(args.np), "--timeout", "600", sys.executable, *sys.argv])
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import numpy as np
 from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from .communicator import Communicator
+    from ._comm import Communicator
 
 # DLPack device types (dlpack.h).
 _CPU, _CUDA, _CUDA_HOST, _CUDA_MANAGED = 1, 2, 3, 13

@@ -12,17 +12,17 @@ and every rank learns whether it worked.
 from __future__ import annotations
 
 import hashlib
-import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import _core
+from ._launch.ports import free_port
 from .errors import CommError, InvalidArgumentError, MismatchError
 
 if TYPE_CHECKING:
-    from .communicator import Communicator
+    from ._comm import Communicator
 
 # Collectives of a split run under this name on the parent, so they pair with
 # each other and never with the application's collectives of the same thread.
@@ -56,18 +56,8 @@ def _digest(group: list[int]) -> np.ndarray:
     return np.frombuffer(h[:8], dtype=np.int64).copy()
 
 
-def _free_port(host: str) -> int:
-    """A port the kernel says is free on ``host`` now (the core binds it right after)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def split(parent: Communicator, ranks: Sequence[int], timeout: float | None) -> Any:
     """The body of :meth:`Communicator.split` (see there)."""
-    from .communicator import Communicator
-
     group = check_group(ranks, parent.size)
     # 1. Every rank must name the same group: compare digests before anything else.
     digests = parent.allgather(_digest(group), timeout=timeout, name=_NAME)
@@ -82,7 +72,7 @@ def split(parent: Communicator, ranks: Sequence[int], timeout: float | None) -> 
     problem = ""
     if parent.rank == root and len(group) > 1:
         try:
-            port[0] = _free_port(parent.host_of(root))
+            port[0] = free_port(parent.host_of(root))
         except OSError as exc:
             port[0] = -1
             problem = f"rank {root} found no free port on {parent.host_of(root)}: {exc}"
@@ -105,7 +95,7 @@ def split(parent: Communicator, ranks: Sequence[int], timeout: float | None) -> 
                 transport=args["transport"],
                 stall_warning=args["stall_warning"],
             )
-            sub = Communicator(core, parent.spec, parent.gpu_backend, parent._timeout_s)
+            sub = type(parent)(core, parent.spec, parent.gpu_backend, parent._timeout_s)
             sub._join_args = dict(args)
             sub.parent_ranks = group
         except CommError as exc:

@@ -54,6 +54,7 @@ from ._launch.plan import (
 from ._launch.procs import RankSpec
 from ._launch.remote import DEFAULT_SSH, ssh_argv
 from ._launch.restart import run_with_restarts
+from .errors import ConfigError
 
 __all__ = ["build_parser", "main"]
 
@@ -334,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.own_elastic_dir = True
     try:
         first = specs_for(0)
-    except UsageError as exc:
+    except (UsageError, ConfigError) as exc:
         parser.print_usage(sys.stderr)
         say(f"error: {exc}")
         _drop_elastic_dir(args)

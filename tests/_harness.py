@@ -15,7 +15,6 @@ import os
 import pickle
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,8 @@ from typing import Any
 import _warm
 from _warm import WarmProc
 
+from pytfcomm._launch.ports import free_port
+
 TESTS = Path(__file__).resolve().parent
 ENTRY = TESTS / "_rank_entry.py"
 
@@ -37,13 +38,6 @@ class RankFailure(AssertionError):
     def __init__(self, message: str, outcomes: dict[int, tuple[bool, Any]]):
         super().__init__(message)
         self.outcomes = outcomes
-
-
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_ranks(

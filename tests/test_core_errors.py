@@ -67,6 +67,32 @@ def test_read_only_output_is_refused(solo) -> None:
     assert solo.allreduce(ro)[0] == 1.0  # a read-only input is fine
 
 
+def test_the_core_words_an_argument_rule_as_the_python_api(solo) -> None:
+    # The NumPy API checks first (_args.py); the core checks again for callers of
+    # _core. One rule, one wording: only the array's name differs.
+    from pytfcomm._dtypes import algorithm_code, dtype_code, op_code
+
+    def refusal(call) -> str:
+        with pytest.raises(pytfcomm.InvalidArgumentError) as info:
+            call()
+        # The core adds where it checked, e.g. " [module.cc:101]".
+        return re.sub(r" \[[\w.]+:\d+\]$", "", str(info.value).split(" ", 1)[1])
+
+    def core(x: np.ndarray, out: np.ndarray) -> None:
+        code = dtype_code(x.dtype)
+        solo._core.allreduce(x, out, code, op_code("sum"), algorithm_code("auto"), -1.0)
+
+    ro = np.ones(3)
+    ro.flags.writeable = False
+    assert refusal(lambda: core(np.ones(3), ro)) == refusal(
+        lambda: solo.allreduce(np.ones(3), out=ro)
+    )
+    strided = np.ones((3, 4))[:, ::2]
+    assert refusal(lambda: core(strided, np.ones((3, 2)))) == refusal(
+        lambda: solo.allreduce(strided)
+    )
+
+
 def test_closed_communicator_says_so() -> None:
     comm = pytfcomm.init(rank=0, size=1)
     comm.close()

@@ -21,12 +21,14 @@ from pathlib import Path
 import proc_state
 import pytest
 
+import pytfcomm
 from pytfcomm import _cluster
 from pytfcomm import launcher as launcher_mod
 from pytfcomm._launch import gpus as gpus_mod
 from pytfcomm._launch import hosts as hosts_mod
 from pytfcomm._launch import plan as plan_mod
 from pytfcomm._launch.remote import remote_command
+from pytfcomm.errors import ConfigError
 
 WORKERS = Path(__file__).resolve().parent / "workers"
 WORKER = str(WORKERS / "launcher_worker.py")
@@ -234,6 +236,15 @@ def test_a_given_secret_is_used_and_a_short_one_refused(tmp_path: Path) -> None:
     res = launch("-np", "2", PY, WORKER, "env", str(tmp_path), cwd=tmp_path,
                  env=_env(PYTFCOMM_SECRET="short"))  # fmt: skip
     assert res.returncode == 2 and b"PYTFCOMM_SECRET is too short" in res.stderr
+    # One rule, one error class, one wording: what init() would have said (ConfigError).
+    with pytest.raises(ConfigError) as refused:
+        plan_mod.job_secret({"PYTFCOMM_SECRET": "short"})
+    assert f"error: {refused.value}".encode() in res.stderr, res.stderr
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTFCOMM_SECRET", "short")
+        with pytest.raises(ConfigError) as joined:
+            pytfcomm.init(rank=0, size=1)
+    assert str(joined.value) == str(refused.value)
 
 
 def test_local_host_list_runs_without_ssh(tmp_path: Path) -> None:

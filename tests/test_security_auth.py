@@ -89,9 +89,9 @@ def test_secret_file_holds_the_job_secret(tmp_path: Path) -> None:
 
 
 def _secret_of(spec_addr: str) -> str:
-    from pytfcomm import _cluster, communicator
+    from pytfcomm import _cluster, _secret
 
-    return communicator._job_secret(None, _cluster.resolve(rank=1, size=2, addr=spec_addr))
+    return _secret.job_secret(None, _cluster.resolve(rank=1, size=2, addr=spec_addr))
 
 
 def test_secret_file_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -45,7 +45,10 @@ ReduceOp to_op(int code) { return pytfcomm::code_arg<ReduceOp>(code, "op"); }
 Algorithm to_algorithm(int code) { return pytfcomm::code_arg<Algorithm>(code, "algorithm"); }
 
 size_t checked_count(const py::array& a, DType dt, const char* what) {
-  PTC_CHECK_ARG(a.flags() & py::array::c_style, what, " must be C-contiguous");
+  // The words of pytfcomm/_args.py's check_input, which the NumPy API runs first.
+  PTC_CHECK_ARG(a.flags() & py::array::c_style, what,
+                " is not C-contiguous (a strided view or a transpose?); pass "
+                "np.ascontiguousarray(x) -- pytfcomm works on the array's memory without copying");
   PTC_CHECK_ARG(static_cast<size_t>(a.itemsize()) == pytfcomm::dtype_size(dt), what,
                 " has item size ", a.itemsize(), " but dtype ", pytfcomm::dtype_name(dt), " needs ",
                 pytfcomm::dtype_size(dt));
@@ -98,7 +101,8 @@ struct VarResult {
 };
 
 void* writable(py::array& a, const char* what) {
-  PTC_CHECK_ARG(a.writeable(), what, " is read-only");
+  // The words of pytfcomm/_args.py's check_writable, which the NumPy API runs first.
+  PTC_CHECK_ARG(a.writeable(), what, " is read-only; pass a writable array");
   return a.mutable_data();
 }
 

@@ -20,19 +20,18 @@ import re
 import secrets
 import socket
 from collections.abc import Mapping
-from contextlib import ExitStack
 from dataclasses import dataclass
 
 from .._cluster import format_addr
+from .._secret import MIN_SECRET, check_secret
 from .gpus import GPUS_PER_RANK_VAR
 from .hosts import Placement, UsageError
+from .ports import free_ports
 
 __all__ = ["DEFAULT_PORT", "MIN_SECRET", "JobPlan", "job_secret", "make_plan"]
 
 DEFAULT_PORT = 29500
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: pytfcomm refuses shorter secrets (communicator._MIN_SECRET).
-MIN_SECRET = 16
 #: Variables the launcher sets for every rank (stale values in the caller's env are replaced).
 RANK_VARS = (
     "PYTFCOMM_RANK",
@@ -62,16 +61,13 @@ class JobPlan:
 
 
 def job_secret(environ: Mapping[str, str]) -> str:
-    """The caller's PYTFCOMM_SECRET if set (checked), else 32 fresh random bytes as hex."""
+    """The caller's PYTFCOMM_SECRET if set, else 32 fresh random bytes as hex.
+
+    A given secret must pass ``init()``'s rule (:func:`pytfcomm._secret.check_secret`,
+    :class:`~pytfcomm.ConfigError`), checked here so that no rank starts with it.
+    """
     given = environ.get("PYTFCOMM_SECRET", "")
-    if given:
-        if len(given) < MIN_SECRET:
-            raise UsageError(
-                f"PYTFCOMM_SECRET is too short ({len(given)} characters; pytfcomm needs at "
-                f"least {MIN_SECRET}): unset it to let pytfcomm-run generate one."
-            )
-        return given
-    return secrets.token_hex(32)
+    return check_secret(given, "PYTFCOMM_SECRET") or secrets.token_hex(32)
 
 
 def _route_address(remote: str) -> str:
@@ -110,17 +106,10 @@ def _host_addresses(placements: list[Placement], bind: str | None) -> dict[str, 
 
 def _free_ports(host: str, count: int) -> list[int]:
     """``count`` distinct ports that were free on ``host`` a moment ago."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            s = stack.enter_context(socket.socket(family, socket.SOCK_STREAM))
-            try:
-                s.bind((host, 0))
-            except OSError as exc:
-                raise UsageError(f"cannot bind a port on {host!r} ({exc}): check --bind.") from None
-            ports.append(s.getsockname()[1])
-    return ports
+    try:
+        return free_ports(host, count)
+    except OSError as exc:
+        raise UsageError(f"cannot bind a port on {host!r} ({exc}): check --bind.") from None
 
 
 def make_plan(placements: list[Placement], *, port: int | None, bind: str | None) -> JobPlan:

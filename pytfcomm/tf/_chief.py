@@ -26,10 +26,14 @@ class Job:
 
 def job_of(model: Any) -> Job | None:
     """The job of ``model`` when it is under pytfcomm's strategy with 2 or more workers."""
-    from .strategy import MultiWorkerMirroredStrategy
+    # pytfcomm's MultiWorkerMirroredStrategy is the one strategy whose extended is an
+    # Extended (strategy.py imports this module: naming the strategy here is a cycle).
+    from ._extended import Extended
 
-    strategy = getattr(model, "distribute_strategy", None)
-    if not isinstance(strategy, MultiWorkerMirroredStrategy) or strategy.communicator.size < 2:
+    strategy: Any = getattr(model, "distribute_strategy", None)
+    if not isinstance(getattr(strategy, "extended", None), Extended):
+        return None
+    if strategy.communicator.size < 2:
         return None
     return Job(strategy)
 

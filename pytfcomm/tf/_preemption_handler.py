@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from ..errors import CommError, ConfigError, MismatchError
 from . import _tf_failure_handling as tfh
-from .preemption import strategy_for
+from ._preemption_registry import strategy_for
 
 __all__ = ["Handler"]
 

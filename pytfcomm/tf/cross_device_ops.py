@@ -76,6 +76,8 @@ class PytfcommCrossDeviceOps(tf.distribute.CrossDeviceOps):
     (across the workers' GPUs too with a communicator); no fusion buffer.
     """
 
+    _reduces_on_pytfcomm = True  # grad_accum.REDUCES_ON_PYTFCOMM
+
     _algorithm = "auto"
 
     def __init__(

@@ -45,6 +45,10 @@ __all__ = ["install"]
 
 _MODULE = "keras.src.backend.tensorflow.optimizer"
 _MARK = "_pytfcomm_grad_accum"
+#: The class attribute, true on pytfcomm's CrossDeviceOps, that says a strategy's
+#: reductions run on pytfcomm (cross_device_ops.py imports this module, so this one
+#: names no class of it).
+REDUCES_ON_PYTFCOMM = "_reduces_on_pytfcomm"
 _HOOKS = (
     "_backend_apply_gradients",
     "_backend_update_step",
@@ -63,12 +67,10 @@ def _reduces_on_pytfcomm(optimizer: Any) -> bool:
         return False
     if not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context():
         return False
-    from .cross_device_ops import PytfcommCrossDeviceOps
-
     extended = tf.distribute.get_strategy().extended
     ops = getattr(extended, "_cross_device_ops", None)
     # Without merge_call (XLA on GPUs) TF reduces with its own collectives.
-    return isinstance(ops, PytfcommCrossDeviceOps) and extended._use_merge_call()
+    return bool(getattr(ops, REDUCES_ON_PYTFCOMM, False)) and extended._use_merge_call()
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ with ``TF_USE_LEGACY_KERAS=1``).
 
 from __future__ import annotations
 
-import os
 import types
 from typing import Any
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from . import collectives as coll
+from ._which_keras import keras_module
 from .distributed import _check_op, _wire_dtype, allreduce_gradients, broadcast_variables
 
 __all__ = ["DistributedOptimizer", "callbacks"]
@@ -96,13 +96,7 @@ def DistributedOptimizer(
 
 
 def _callback_base() -> type:
-    if os.environ.get("TF_USE_LEGACY_KERAS", "").strip().lower() in ("1", "true", "yes"):
-        import tf_keras
-
-        return tf_keras.callbacks.Callback
-    import keras
-
-    return keras.callbacks.Callback
+    return keras_module().callbacks.Callback
 
 
 def _comm(communicator: Any) -> Any:

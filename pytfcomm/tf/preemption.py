@@ -17,18 +17,18 @@ docs/multiworker.md, "Preemption", says what it gives.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
+
+from ._preemption_registry import remember, strategy_for
 
 __all__ = ["install", "register", "strategy_for"]
 
 _MARK = "_pytfcomm_preemption"
-_STRATEGIES: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def register(strategy: Any) -> None:
     """Remember ``strategy`` (weakly) for :func:`strategy_for` and :func:`install`."""
-    _STRATEGIES.add(strategy)
+    remember(strategy)
     install()
 
 
@@ -64,36 +64,3 @@ def install() -> bool:
 
 def _resolver_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return args[0] if args else kwargs.get("cluster_resolver")
-
-
-def strategy_for(resolver: Any) -> Any:
-    """The pytfcomm strategy a handler with ``resolver`` belongs to, or None.
-
-    The strategy whose scope is entered (None if that is another strategy), else a live
-    one whose ``cluster_resolver`` is ``resolver`` or names the same cluster and task.
-    """
-    import tensorflow as tf
-
-    from .strategy import MultiWorkerMirroredStrategy
-
-    if tf.distribute.has_strategy():
-        current = tf.distribute.get_strategy()
-        return current if isinstance(current, MultiWorkerMirroredStrategy) else None
-    if resolver is None:
-        return None
-    for strategy in list(_STRATEGIES):
-        own = strategy.cluster_resolver
-        if own is resolver or (own is not None and _same_task(own, resolver)):
-            return strategy
-    return None
-
-
-def _same_task(a: Any, b: Any) -> bool:
-    try:
-        return (
-            a.cluster_spec().as_dict() == b.cluster_spec().as_dict()
-            and a.task_type == b.task_type
-            and int(a.task_id) == int(b.task_id)
-        )
-    except Exception:  # a resolver that cannot say: not this strategy's
-        return False

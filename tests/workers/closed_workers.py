@@ -132,7 +132,7 @@ def after_close(rank: int, size: int, addr: str, how: str) -> dict:
     after["eager:new_strategy"] = _outcome(lambda: pytfcomm.MultiWorkerMirroredStrategy())
     # A later init() replaces the default communicator and the old object
     # may be dropped: graphs built on it must still say it is closed.
-    pytfcomm.communicator._default = None
+    pytfcomm._init._default = None
     keep = traced["allreduce"]
     comm = calls = traced = None
     gc.collect()

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 
 import pytfcomm.horovod.tensorflow.keras as hvd
-from pytfcomm.horovod.tensorflow.keras.callbacks import _keras
+from pytfcomm.tf._which_keras import keras_module
 
-keras = _keras()
+keras = keras_module()
 out_dir = sys.argv[1]
 hvd.init()
 attempt = int(os.environ["PYTFCOMM_RESTART_COUNT"])

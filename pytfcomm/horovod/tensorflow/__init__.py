@@ -524,7 +524,7 @@ def DistributedOptimizer(
             "hvd.DistributedGradientTape(tape, op=hvd.Adasum), which reduce the gradients "
             "with Adasum"
         )
-    from .keras import DistributedOptimizer as keras_distributed
+    from ._keras_optimizer import DistributedOptimizer as keras_distributed
 
     return keras_distributed(
         optimizer,

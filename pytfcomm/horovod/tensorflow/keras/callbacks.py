@@ -10,11 +10,11 @@ there it is left alone.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
+from ....tf._which_keras import keras_module
 from ....tf.keras import _average_logs
 from ..._basics import communicator, rank, size
 from ..functions import broadcast_variables
@@ -28,17 +28,7 @@ __all__ = [
 ]
 
 
-def _keras() -> Any:
-    if os.environ.get("TF_USE_LEGACY_KERAS", "").strip().lower() in ("1", "true", "yes"):
-        import tf_keras
-
-        return tf_keras
-    import keras
-
-    return keras
-
-
-_K = _keras()
+_K: Any = keras_module()
 # The classes of the Keras in use (Keras 3 or tf-keras), as bases of type Any.
 _Callback: Any = _K.callbacks.Callback
 _ModelCheckpoint: Any = _K.callbacks.ModelCheckpoint

@@ -47,3 +47,15 @@ def test_names_process_set_text_and_reused_ids(ranks, n):
         assert o["a_str"] == "ProcessSet(process_set_id=1, ranks=[0], mpi_comm=None)"
         assert o["reused"] == [2, 1]
         assert o["after_remove"] == {0: everyone, 1: [0], 2: everyone[1:]}
+
+
+@pytest.mark.parametrize("kind", ["keras3", "tf_keras", "tf_keras_legacy"])
+def test_optimizer_internals_horovods_tests_drive(ranks, kind):
+    for o in ranks(2, "horovod_compat_workers:optimizer_internals", kind, timeout=240):
+        assert o["grad"] == 3.0 and o["grad_tape"] == 3.0  # all-reduced (Sum of 1 and 2)
+        assert o["x_after_apply"] == -2.0  # applied once reduced, not reduced twice
+        assert o["y_after_minimize"] == (1.0 if kind == "keras3" else -2.0)
+        assert o["helper_none"] is True
+        # backward passes since the last all-reduce; every 2nd call applies the average
+        # of the 2-call sums: (2 + 4) / 2 = 3
+        assert o["counters"] == [1, 0, 1] and o["z"] == -2.0

@@ -122,3 +122,52 @@ def names_and_sets(rank: int, size: int, addr: str) -> dict:
     out["after_remove"] = hvd.mpi_ops._basics._get_process_set_ids_and_ranks()
     hvd.shutdown()
     return out
+
+
+def _optimizers(kind: str) -> Any:
+    """The optimizer module of ``kind``: Keras 3, tf-keras, or tf-keras' legacy ones."""
+    if kind == "keras3":
+        import keras
+
+        return keras.optimizers
+    import tf_keras
+
+    return tf_keras.optimizers.legacy if kind == "tf_keras_legacy" else tf_keras.optimizers
+
+
+def optimizer_internals(rank: int, size: int, addr: str, kind: str) -> dict:
+    """Horovod's DistributedOptimizer internals its Keras tests drive: _compute_gradients
+    (with and without a tape), compute_gradients/minimize, _agg_helper.counter. The
+    gradient of x * (rank + 1) is rank + 1, so a Sum over ranks is size * (size + 1) / 2."""
+    import tensorflow as tf
+
+    hvd = _init(rank, size, addr)
+    import pytfcomm.horovod.tensorflow.keras as khvd
+
+    opts = _optimizers(kind)
+    out: dict = {}
+    x = tf.Variable(1.0)
+    opt = khvd.DistributedOptimizer(opts.SGD(1.0), op=hvd.Sum)
+    pairs = opt._compute_gradients(lambda: x * (rank + 1), [x])
+    out["grad"] = float(pairs[0][0])
+    opt.apply_gradients(pairs)  # reduced once: x - Sum
+    out["x_after_apply"] = float(x.numpy())
+    with tf.GradientTape(persistent=True) as tape:
+        loss = x * (rank + 1)
+    out["grad_tape"] = float(opt._compute_gradients(loss, [x], tape=tape)[0][0])
+    out["helper_none"] = opt._agg_helper is None
+    y = tf.Variable(1.0)
+    if kind != "keras3":  # Keras 3 optimizers have no minimize()
+        opt = khvd.DistributedOptimizer(opts.SGD(1.0), op=hvd.Sum)
+        opt.minimize(lambda: y * (rank + 1), [y])
+    out["y_after_minimize"] = float(y.numpy())
+    z = tf.Variable(1.0)
+    agg = khvd.DistributedOptimizer(opts.SGD(1.0), backward_passes_per_step=2)
+    counters = []
+    for _ in range(3):
+        agg.apply_gradients(agg._compute_gradients(lambda: z * (rank + 1), [z]))
+        counters.append(int(agg._agg_helper.counter.numpy()))
+    out["counters"] = counters
+    out["z"] = float(z.numpy())
+    hvd.shutdown()
+    return out

@@ -39,6 +39,18 @@ class _Setup:
         self.local: dict[int, Any] = {}
         self.accumulators: dict[int, tf.Variable] = {}
         self.counter: tf.Variable | None = None
+        # The gradients _compute_gradients last returned, already all-reduced: held (not
+        # their ids, which a freed tensor's successor could reuse) so that applying
+        # exactly them does not all-reduce them again.
+        self.reduced: list[Any] = []
+
+
+class _AggregationView:
+    """What Horovod's ``optimizer._agg_helper`` shows: ``counter``, the backward passes
+    since the last all-reduce (``backward_passes_per_step`` > 1 only)."""
+
+    def __init__(self, counter: tf.Variable) -> None:
+        self.counter = counter
 
 
 class _CallableList(list):
@@ -54,7 +66,52 @@ def _is_tf_keras(obj: Any) -> bool:
 
 def _reduce(self: Any, grads: list[Any], variables: list[Any]) -> list[Any]:
     s = self._hvd_setup
+    done, s.reduced = s.reduced, []
+    if done and len(done) == len(grads) and all(g is r for g, r in zip(grads, done, strict=True)):
+        return list(grads)  # _compute_gradients' result (Horovod's minimize): reduced once
     return reduce_filtered(s.allreduce_grads, grads, variables, s.local, s.scale_local)
+
+
+def _compute_gradients(
+    self: Any, loss: Any, var_list: Any, grad_loss: Any = None, tape: Any = None
+) -> list[tuple[Any, Any]]:
+    """Horovod's: ``(gradient, variable)`` pairs of ``loss`` (a tensor recorded on
+    ``tape``, or a callable) over ``var_list``, all-reduced as the optimizer reduces
+    them. With ``backward_passes_per_step`` > 1 they stay local: ``apply_gradients``
+    accumulates them and all-reduces every N-th call. Applying exactly these pairs
+    does not all-reduce them again."""
+    tape = tf.GradientTape() if tape is None else tape
+    if callable(loss):
+        with tape:
+            if not callable(var_list):
+                tape.watch(var_list)
+            loss = loss()
+    if callable(var_list):
+        var_list = var_list()
+    variables = list(tf.nest.flatten(var_list))
+    grads = list(tape.gradient(loss, variables, grad_loss))
+    s = self._hvd_setup
+    if s.passes > 1:
+        return list(zip(grads, variables, strict=True))
+    reduced = _reduce(self, grads, variables)
+    s.reduced = list(reduced)
+    return list(zip(reduced, variables, strict=True))
+
+
+def _compute_gradients_public(self: Any, loss: Any, var_list: Any, tape: Any = None) -> Any:
+    """Horovod's ``compute_gradients``: :func:`_compute_gradients` without ``grad_loss``."""
+    return _compute_gradients(self, loss, var_list, None, tape)
+
+
+def _agg_helper(self: Any) -> _AggregationView | None:
+    """Horovod's aggregation helper, as far as its tests read it (its ``counter``);
+    None without ``backward_passes_per_step`` > 1, as Horovod's."""
+    s = self._hvd_setup
+    if s.passes <= 1:
+        return None
+    _accumulators(s, [])
+    assert s.counter is not None
+    return _AggregationView(s.counter)
 
 
 def _register_local_var(self: Any, var: Any) -> None:
@@ -93,7 +150,9 @@ def _aggregate_then_apply(
     for acc, g in zip(accs, grads, strict=True):
         if g is not None:
             acc.assign_add(tf.cast(tf.convert_to_tensor(g), acc.dtype))
-    count = s.counter.assign_add(1)
+    counter = s.counter
+    assert counter is not None  # _accumulators made it
+    count = counter.assign_add(1)
 
     def step() -> tf.Tensor:
         sums = [a.read_value() if there else None for a, there in zip(accs, present, strict=True)]
@@ -103,6 +162,7 @@ def _aggregate_then_apply(
         apply_fn(reduced)
         for acc in accs:
             acc.assign(tf.zeros_like(acc))
+        counter.assign(0)  # Horovod's counter: backward passes since the last all-reduce
         return tf.constant(True)
 
     def skip() -> tf.Tensor:
@@ -160,6 +220,9 @@ def _distributed_class(base: type[Any], tf_keras: bool) -> type[Any]:
             fget = variables_property.fget
             body["variables"] = property(lambda self: _CallableList(fget(self)))
     body["register_local_var"] = _register_local_var
+    body["_compute_gradients"] = _compute_gradients
+    body["compute_gradients"] = _compute_gradients_public
+    body["_agg_helper"] = property(_agg_helper)
     # Horovod keeps the class name, so a saved model names the plain optimizer
     # and hvd.load_model wraps it again.
     cls: type[Any] = types.new_class(base.__name__, (base,), exec_body=lambda ns: ns.update(body))

@@ -75,6 +75,16 @@ def test_sync_batch_norm_uses_every_ranks_batch(ranks, mode):
     assert ranks(3, "horovod_workers:sync_batch_norm", mode, timeout=180) == [{"ok": True}] * 3
 
 
+@pytest.mark.parametrize("mode", ["eager", "function", "graph"])
+def test_sync_batch_norm_under_tf_keras(ranks, mode):
+    # tf-keras' BatchNormalization (TF_USE_LEGACY_KERAS=1): Horovod's tests read its
+    # moving statistics in a TF1 session, which a Keras 3 layer's variables cannot be.
+    out = ranks(
+        2, "horovod_workers:sync_batch_norm", mode, timeout=180, env={"TF_USE_LEGACY_KERAS": "1"}
+    )
+    assert out == [{"ok": True, "tf_keras": True}] * 2
+
+
 @pytest.mark.parametrize("mode", ["eager", "function"])
 def test_dtypes_the_core_lacks_move_bit_for_bit(ranks, mode):
     for r, o in enumerate(ranks(2, "horovod_dtype_workers:dtypes", mode, timeout=240)):

@@ -26,13 +26,16 @@ def test_alltoall_argument_errors_are_tf_invalid_argument(ranks, n, mode):
         assert o["after"] == [float(j * 10 + r) for j in range(n)]
 
 
-def test_keras_collectives_return_tensors(ranks):
-    for o in ranks(2, "horovod_compat_workers:keras_results", timeout=180):
+@pytest.mark.parametrize("mode", ["eager", "function"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_keras_collectives_return_tensors(ranks, n, mode):
+    mean = (n - 1) / 2
+    for o in ranks(n, "horovod_compat_workers:keras_results", mode, timeout=180):
         for mod in ("keras", "tf_keras"):
-            assert o[f"{mod}.allreduce"] == (True, [0.5, 0.5])
-            assert o[f"{mod}.allgather"] == (True, [[0.0, 0.0], [1.0, 1.0]])
+            assert o[f"{mod}.allreduce"] == (True, [mean, mean])
+            assert o[f"{mod}.allgather"] == (True, [[float(r), float(r)] for r in range(n)])
             assert o[f"{mod}.broadcast"] == (True, [1.0, 1.0])
-            assert o[f"{mod}.reducescatter"] == (True, [0.5, 0.5])
+            assert o[f"{mod}.reducescatter"] == (True, [mean, mean])
 
 
 @pytest.mark.parametrize("n", [2, 3])

@@ -75,8 +75,9 @@ def alltoall_errors(rank: int, size: int, addr: str, mode: str) -> dict:
     return out
 
 
-def keras_results(rank: int, size: int, addr: str) -> dict:
-    """What hvd.keras' collectives return eagerly: tf.Tensors, as Horovod."""
+def keras_results(rank: int, size: int, addr: str, mode: str) -> dict:
+    """What hvd.keras' collectives return: tf.Tensors, as Horovod (eagerly, and inside a
+    tf.function, where the function returns them)."""
     import tensorflow as tf
 
     _init(rank, size, addr)
@@ -85,13 +86,14 @@ def keras_results(rank: int, size: int, addr: str) -> dict:
 
     out: dict = {}
     for mod_name, k in (("keras", khvd), ("tf_keras", tkhvd)):
-        results = {
-            "allreduce": k.allreduce(np.full([2], float(rank)), name="avg"),
-            "allgather": k.allgather(np.full([1, 2], float(rank))),
-            "broadcast": k.broadcast(np.full([2], float(rank)), root_rank=1),
-            "reducescatter": k.reducescatter(np.full([size * 2], float(rank))),
+        calls = {
+            "allreduce": lambda k=k: k.allreduce(np.full([2], float(rank)), name="avg"),
+            "allgather": lambda k=k: k.allgather(np.full([1, 2], float(rank))),
+            "broadcast": lambda k=k: k.broadcast(np.full([2], float(rank)), root_rank=1),
+            "reducescatter": lambda k=k: k.reducescatter(np.full([size * 2], float(rank))),
         }
-        for name, r in results.items():
+        for name, call in calls.items():
+            r = _run(mode, call)
             out[f"{mod_name}.{name}"] = (isinstance(r, tf.Tensor), r.numpy().tolist())
     khvd.shutdown()
     return out

@@ -32,11 +32,9 @@ docs/multiworker.md, "BackupAndRestore and restarts", says what this gives and w
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -45,6 +43,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ._chief import Job, fresh_dir, job_of, local, makedirs, worker_dir
+from ._which_keras import keras3_module_if_loaded
 
 __all__ = ["install"]
 
@@ -72,14 +71,9 @@ def install() -> bool:
     (``import tensorflow`` does that unless ``TF_USE_LEGACY_KERAS=1``). Returns whether
     the class is patched.
     """
-    mod = sys.modules.get(_MODULE)
+    mod = keras3_module_if_loaded(_MODULE)
     if mod is None:
-        if "keras" not in sys.modules:
-            return False
-        try:
-            mod = importlib.import_module(_MODULE)
-        except ImportError:  # not Keras 3
-            return False
+        return False
     cls = getattr(mod, "BackupAndRestore", None)
     if cls is None:
         return False

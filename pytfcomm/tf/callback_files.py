@@ -24,7 +24,6 @@ docs/multiworker.md, "Callbacks that write files", says what this gives and what
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ._chief import Job, fresh_dir, job_of, makedirs, remove_dir, worker_dir
+from ._which_keras import keras3_module_if_loaded
 
 __all__ = ["install"]
 
@@ -60,9 +60,8 @@ def install() -> bool:
 
 
 def _install(module: str, name: str, patch: tuple[tuple[str, ...], Any]) -> bool:
-    try:
-        mod = importlib.import_module(module)
-    except ImportError:  # not Keras 3
+    mod = keras3_module_if_loaded(module)
+    if mod is None:
         return False
     cls = getattr(mod, name, None)
     if cls is None:

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import tensorflow as tf
+
+from ._which_keras import keras3_module_if_loaded
 
 __all__ = ["install"]
 
@@ -93,14 +94,9 @@ def install() -> bool:
     (``import tensorflow`` does that unless ``TF_USE_LEGACY_KERAS=1``). Returns
     whether Keras' TF optimizer is patched.
     """
-    mod = sys.modules.get(_MODULE)
+    mod = keras3_module_if_loaded(_MODULE)
     if mod is None:
-        if "keras" not in sys.modules:
-            return False
-        try:
-            mod = importlib.import_module(_MODULE)
-        except ImportError:  # not Keras 3, or no TF backend in it
-            return False
+        return False
     cls = getattr(mod, "TFOptimizer", None)
     if cls is None:
         return False

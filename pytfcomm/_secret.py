@@ -57,7 +57,10 @@ def secret_file(path: str) -> str:
     what = f"PYTFCOMM_SECRET_FILE={path!r}"
     fix = (
         "point it at a file of your own, mode 600, that holds the job secret and exists on "
-        "every rank's host (a shared filesystem), or unset it and set PYTFCOMM_SECRET"
+        "every rank's host (a shared filesystem), or unset it and set PYTFCOMM_SECRET; a "
+        "Kubernetes Secret volume passes with defaultMode: 0400 in a container that runs "
+        "as root, otherwise pass the Secret as PYTFCOMM_SECRET (secretKeyRef) "
+        "(docs/launching.md#the-job-secret-in-a-pod)"
     )
     fd = _owned_file.open_owned(path, what, fix, no_access=True)
     try:

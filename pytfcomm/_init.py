@@ -123,7 +123,7 @@ def init(
         stall = float(stall_warning)
     _check_job_args(rank, size, addr)
     spec = _cluster.resolve(rank, size, addr)
-    secret_ = job_secret(secret, spec)
+    secret_ = job_secret(secret, spec, connect_timeout)
     host, port = spec.rendezvous
     # Every GPU path of this process (DLPack calls, TF's GPU kernels) loads NCCL
     # once, first come: name the nvidia-nccl wheel's library before any can.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from . import _owned_file
+from . import _owned_file, _ray_train
 from .errors import ConfigError, InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -57,7 +57,10 @@ def secret_file(path: str) -> str:
     what = f"PYTFCOMM_SECRET_FILE={path!r}"
     fix = (
         "point it at a file of your own, mode 600, that holds the job secret and exists on "
-        "every rank's host (a shared filesystem), or unset it and set PYTFCOMM_SECRET"
+        "every rank's host (a shared filesystem), or unset it and set PYTFCOMM_SECRET; a "
+        "Kubernetes Secret volume passes with defaultMode: 0400 in a container that runs "
+        "as root, otherwise pass the Secret as PYTFCOMM_SECRET (secretKeyRef) "
+        "(docs/launching.md#the-job-secret-in-a-pod)"
     )
     fd = _owned_file.open_owned(path, what, fix, no_access=True)
     try:
@@ -75,9 +78,12 @@ def secret_file(path: str) -> str:
     return secret
 
 
-def job_secret(explicit: str | None, spec: ClusterSpec) -> str:
+def job_secret(
+    explicit: str | None, spec: ClusterSpec, connect_timeout: float | None = None
+) -> str:
     """The job secret (``secret=``, else PYTFCOMM_SECRET, else PYTFCOMM_SECRET_FILE's
-    content), checked; "" when none.
+    content, else in a Ray Train worker the secret Ray Train's rank 0 shares within
+    ``connect_timeout``, ``_ray_train``), checked; "" when none.
 
     A job whose addresses are not all loopback must have one, unless
     PYTFCOMM_INSECURE=1 says the network is trusted (see docs/security.md).
@@ -89,6 +95,11 @@ def job_secret(explicit: str | None, spec: ClusterSpec) -> str:
         path = os.environ.get("PYTFCOMM_SECRET_FILE", "").strip()
         if not secret and path:
             source, secret = f"the secret in PYTFCOMM_SECRET_FILE={path!r}", secret_file(path)
+    if spec.size > 1 and _ray_train.in_ray_train_worker():
+        # every worker joins, whatever it holds
+        shared = _ray_train.ray_train_secret(connect_timeout)
+        if not secret:
+            source, secret = "the Ray Train job secret", shared
     if not isinstance(secret, str):
         raise InvalidArgumentError(f"secret must be a str, got {type(secret).__name__}")
     check_secret(secret, source)

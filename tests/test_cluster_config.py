@@ -479,7 +479,7 @@ def test_tf_config_parameter_servers_are_refused(env: Env, ttype: str, index: in
         (tf({"worker": ["a:1", 7]}), ("cluster.worker[1] is '7'",)),
         (tf({"worker": ["a:1", "b"]}), ("TF_CONFIG cluster.worker[1]='b'", "port is missing")),
         (tf({"worker": ["a:0"]}), ("port 0",)),
-        (tf({"master": ["a:1"]}), ("unsupported task type(s) 'master'",)),
+        (tf({"boss": ["a:1"]}), ("unsupported task type(s) 'boss'", '(or "master")')),
         (tf({"chief": ["a:1", "b:1"], "worker": []}), ("cluster.chief has 2 entries",)),
         (tf({"evaluator": ["e:1"]}, "worker"), ('no "chief" or "worker"',)),
         (tf({"worker": ["a:1"]}, "boss"), ("task.type is 'boss'", '"chief" or "worker"')),

@@ -82,22 +82,39 @@ def _install_commit(commit: str, cache: str) -> str:
     return str(site)
 
 
-def resolve(given: str, cache: str = DEFAULT_CACHE) -> Build:
-    """The build ``given`` names (see the module doc), built first if it is a new commit.
-    ``ValueError`` when it is neither ``installed``, a directory with ``pytfcomm/`` nor a
-    revision of this repository; ``RuntimeError`` when building it failed."""
-    if given == INSTALLED:
-        return Build(given, INSTALLED, "")
-    if os.path.isdir(given):
-        if not os.path.isdir(os.path.join(given, "pytfcomm")):
-            raise ValueError(f"{given}: a directory without a pytfcomm/ package in it")
-        path = os.path.abspath(given)
-        return Build(given, path, path)
+def _commit(given: str) -> str:
     try:
-        commit = _git("rev-parse", "--verify", "--quiet", given + "^{commit}")
+        return _git("rev-parse", "--verify", "--quiet", given + "^{commit}")
     except ValueError:
         raise ValueError(
             f"{given!r} is not {INSTALLED!r}, a directory holding pytfcomm/, nor a git "
             "revision of this repository"
         ) from None
-    return Build(given, commit[:12], _install_commit(commit, cache))
+
+
+def resolve(sides: list[str], cache: str = DEFAULT_CACHE) -> list[Build]:
+    """The builds ``sides`` name (see the module doc), each new commit built first. Every
+    revision is read before anything is built: ``HEAD`` twice is one commit even when a
+    commit lands during the build. ``ValueError`` when a side is neither ``installed``, a
+    directory with ``pytfcomm/`` nor a revision of this repository; ``RuntimeError`` when
+    building one failed."""
+    found: list[tuple[str, str | None]] = []  # (given, commit or None)
+    for given in sides:
+        if given == INSTALLED:
+            found.append((given, None))
+        elif os.path.isdir(given):
+            if not os.path.isdir(os.path.join(given, "pytfcomm")):
+                raise ValueError(f"{given}: a directory without a pytfcomm/ package in it")
+            found.append((given, None))
+        else:
+            found.append((given, _commit(given)))
+    builds = []
+    for given, commit in found:
+        if commit is not None:
+            builds.append(Build(given, commit[:12], _install_commit(commit, cache)))
+        elif given == INSTALLED:
+            builds.append(Build(given, INSTALLED, ""))
+        else:
+            path = os.path.abspath(given)
+            builds.append(Build(given, path, path))
+    return builds

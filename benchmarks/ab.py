@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     t0 = time.monotonic()
     try:
-        builds = {s: _builds.resolve(g, args.cache) for s, g in (("A", args.a), ("B", args.b))}
+        builds = dict(zip(SIDES, _builds.resolve([args.a, args.b], args.cache), strict=True))
     except (ValueError, RuntimeError) as exc:
         print(f"benchmarks.ab: {exc}", file=sys.stderr)
         return 2

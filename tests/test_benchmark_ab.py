@@ -81,3 +81,22 @@ def test_a_run_that_imported_another_pytfcomm_is_a_failure() -> None:
     assert bench._check_build({"worker_meta": {"path": "/x/site/pytfcomm"}}, build) is None
     why = bench._check_build({"worker_meta": {"path": "/venv/pytfcomm"}}, build)
     assert why == "its workers imported pytfcomm from /venv/pytfcomm, not from /x/site"
+
+
+def test_a_revision_named_twice_is_one_commit_even_if_one_lands_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    landed = []  # a commit lands on HEAD while the first build runs
+
+    def rev_parse(*args: str) -> str:
+        return "2" * 40 if landed else "1" * 40
+
+    def install(commit: str, cache: str) -> str:
+        landed.append(commit)
+        return f"{cache}/{commit}/site"
+
+    monkeypatch.setattr(_builds, "_git", rev_parse)
+    monkeypatch.setattr(_builds, "_install_commit", install)
+    a, b = _builds.resolve(["HEAD", "HEAD"], "/cache")
+    assert a.label == b.label == "1" * 12
+    assert a.pythonpath == b.pythonpath == f"/cache/{'1' * 40}/site"

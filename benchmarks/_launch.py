@@ -4,18 +4,15 @@ spawn mode: N ``python -m <module>`` processes, each in its own session, with BE
 BENCH_SIZE and BENCH_PORTS (free loopback ports, found by binding port 0) in the env.
 mpirun mode: one ``mpirun -np N <mca args> python -m <module>``.
 Every worker writes ``rank<r>.json`` into a private temp dir (see backends/_harness.py).
-On failure, timeout, or a worker that lingers after reporting done, the whole process tree
-is killed (SIGTERM, then SIGKILL).
+The processes are one job of ``pytfcomm._launch.local``: on failure, timeout, or a worker
+that lingers after reporting done, the whole process tree is killed (SIGTERM, then SIGKILL).
 """
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,42 +44,13 @@ def free_ports(k: int) -> list[int]:
     return package_free_ports("127.0.0.1", k)
 
 
-def _descendants(pid: int) -> list[int]:
-    """All live descendants of pid, from /proc (mpirun's children may change groups)."""
-    children: dict[int, list[int]] = {}
-    for stat in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            with open(stat) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.split("/")[2]))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
+def local_jobs():
+    """``pytfcomm._launch.local``, the one helper that starts and stops local processes
+    (the installed package's: the checkout's ``pytfcomm/`` may lack ``_core``)."""
+    import_installed_pytfcomm()
+    from pytfcomm._launch import local
 
-
-def _kill_tree(procs: list[subprocess.Popen]) -> None:
-    live = [p for p in procs if p.poll() is None]
-    pids = [d for p in live for d in _descendants(p.pid)] + [p.pid for p in live]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        for p in live:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, sig)  # each launched process leads its own session
-        deadline = time.monotonic() + 3.0
-        while time.monotonic() < deadline and any(p.poll() is None for p in live):
-            time.sleep(0.05)
-        if all(p.poll() is not None for p in live):
-            break
-    for p in procs:
-        if p.poll() is None:
-            p.wait(timeout=5)
+    return local
 
 
 def _read_ranks(outdir: str) -> list[dict]:
@@ -91,14 +59,6 @@ def _read_ranks(outdir: str) -> list[dict]:
         with open(path) as f:
             docs.append(json.load(f))
     return sorted(docs, key=lambda d: d["rank"])
-
-
-def _tail(path: str, n: int = 25) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-    except OSError:
-        return ""
 
 
 class _Echo:
@@ -180,52 +140,37 @@ def run_backend(
         if spec.pythonpath:  # another build of pytfcomm comes first
             base_env["PYTHONPATH"] = spec.pythonpath + os.pathsep + pypath
         ports = ",".join(map(str, free_ports(max(nproc, 1))))
-        procs, logs = [], []
-        t0 = time.monotonic()
-        for r, cmd in enumerate(cmds):
-            env = dict(base_env, BENCH_RANK=str(r), BENCH_SIZE=str(nproc), BENCH_PORTS=ports)
-            logs.append(os.path.join(outdir, f"proc{r}.log"))
-            with open(logs[-1], "w") as log:
-                proc = subprocess.Popen(
-                    cmd, env=env, cwd=outdir, stdout=log, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, start_new_session=True,
-                )  # fmt: skip
-            procs.append(proc)
-        res = LaunchResult(status="ok", command=cmds[0])
+        envs = [
+            dict(base_env, BENCH_RANK=str(r), BENCH_SIZE=str(nproc), BENCH_PORTS=ports)
+            for r in range(len(cmds))
+        ]
+        logs = [os.path.join(outdir, f"proc{r}.log") for r in range(len(cmds))]
         echo = _Echo(logs[0], spec.name) if verbose else None
-        fail_at = done_at = None
-        while True:
-            time.sleep(0.25)
+        done_at: list[float] = []
+
+        def watch() -> str | None:
+            """Echo rank 0's progress; end the job once its workers linger after done."""
             if echo:
                 echo.poll()
-            now = time.monotonic()
-            rcs = [p.poll() for p in procs]
-            if all(rc is not None for rc in rcs):
-                bad = [(i, rc) for i, rc in enumerate(rcs) if rc != 0]
-                if bad:
-                    res.status, res.reason = "failed", f"process {bad[0][0]} exited {bad[0][1]}"
-                break
-            if fail_at is None and any(rc not in (None, 0) for rc in rcs):
-                fail_at = now
-            if fail_at is not None and now - fail_at > FAIL_GRACE_S:
-                i = next(i for i, rc in enumerate(rcs) if rc not in (None, 0))
-                res.status, res.reason = "failed", f"process {i} exited {rcs[i]}"
-                break
-            if now - t0 > timeout_s:
-                res.status, res.reason = "timeout", f"exceeded --timeout {timeout_s:.0f}s"
-                break
-            if done_at is None:
+            if not done_at:
                 ranks = _read_ranks(outdir)
                 if len(ranks) == nproc and all(d.get("done") for d in ranks):
-                    done_at = now
-            elif now - done_at > DONE_GRACE_S:
-                res.reason = "killed workers lingering after they reported done"
-                break
-        _kill_tree(procs)
-        res.wall_s = time.monotonic() - t0
+                    done_at.append(time.monotonic())
+            elif time.monotonic() - done_at[0] > DONE_GRACE_S:
+                return "killed workers lingering after they reported done"
+            return None
+
+        job = local_jobs().run(
+            cmds, envs, cwd=outdir, timeout_s=timeout_s, logs=logs,
+            fail_grace_s=FAIL_GRACE_S, watch=watch,
+        )  # fmt: skip
+        res = LaunchResult(status=job.status, reason=job.reason, command=cmds[0])
+        if job.status == "timeout":
+            res.reason = f"exceeded --timeout {timeout_s:.0f}s"
+        res.wall_s = job.wall_s
         if echo:
             echo.poll()
         res.ranks = _read_ranks(outdir)
         if res.status != "ok":
-            res.log_tail = "".join(f"--- {os.path.basename(p)}\n{_tail(p)}" for p in logs)
+            res.log_tail = job.log_tail()
         return res

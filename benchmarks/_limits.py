@@ -31,9 +31,11 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # The receiving side of the TCP probe: connects, then for each round reads
 # exactly n bytes into one buffer and answers with one byte.
@@ -164,37 +166,36 @@ def tcp_gbs(nbytes: int, rounds: int = 20, timeout_s: float = 60.0) -> float:
     srv.listen(1)
     srv.settimeout(timeout_s)
     port = srv.getsockname()[1]
-    peer = subprocess.Popen(
-        [sys.executable, "-c", _TCP_PEER, str(port), str(nbytes), str(rounds + 1)],
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        conn, _ = srv.accept()
-        with conn:
-            conn.settimeout(timeout_s)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            payload = memoryview(bytes(nbytes))
-            ack = bytearray(1)
-            times = []
-            for i in range(rounds + 1):  # the first round warms the connection up
-                t0 = time.perf_counter_ns()
-                conn.sendall(payload)
-                if conn.recv_into(ack, 1) != 1:
-                    raise OSError("TCP probe peer closed the connection")
-                if i:
-                    times.append(time.perf_counter_ns() - t0)
-        peer.wait(timeout=timeout_s)
-        if peer.returncode != 0:
-            raise OSError(f"TCP probe peer exited {peer.returncode}: {peer.stderr.read()!r}")
-        return nbytes / max(statistics.median(times), 1)
-    finally:
-        srv.close()
-        if peer.poll() is None:
-            peer.kill()
-            peer.wait()
-        if peer.stderr:
-            peer.stderr.close()
+    from benchmarks._launch import local_jobs
+
+    local = local_jobs()
+    with tempfile.TemporaryDirectory(prefix="tcp-probe-") as tmp:
+        log = Path(tmp) / "peer.log"
+        argv = [sys.executable, "-c", _TCP_PEER, str(port), str(nbytes), str(rounds + 1)]
+        peer = local.start(argv, os.environ, cwd=tmp, log=log)
+        try:
+            conn, _ = srv.accept()
+            with conn:
+                conn.settimeout(timeout_s)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                payload = memoryview(bytes(nbytes))
+                ack = bytearray(1)
+                times = []
+                for i in range(rounds + 1):  # the first round warms the connection up
+                    t0 = time.perf_counter_ns()
+                    conn.sendall(payload)
+                    if conn.recv_into(ack, 1) != 1:
+                        raise OSError("TCP probe peer closed the connection")
+                    if i:
+                        times.append(time.perf_counter_ns() - t0)
+            peer.wait(timeout=timeout_s)
+            if peer.returncode != 0:
+                why = log.read_text(errors="replace")[-2000:]
+                raise OSError(f"TCP probe peer exited {peer.returncode}: {why!r}")
+            return nbytes / max(statistics.median(times), 1)
+        finally:
+            srv.close()
+            local.kill_tree([peer], term_grace_s=0)
 
 
 def measure(sizes: list[int], kinds: tuple[str, ...] = ("memcpy", "tcp"), ranks: int = 2) -> Limits:

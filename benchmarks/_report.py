@@ -249,13 +249,18 @@ def notes(runs: list[dict[str, Any]], skipped: dict[str, str]) -> str:
     return "\n".join(out)
 
 
+def as_json(run: dict[str, Any]) -> dict[str, Any]:
+    """One summary as JSON holds it: its rows a list (JSON keys cannot be sizes)."""
+    return {**run, "rows": list(run["rows"].values())}
+
+
 def write_json(
     path: str, meta: dict[str, Any], runs: list[dict[str, Any]], skipped: dict[str, str]
 ) -> None:
     doc = {
         "meta": meta,
         "skipped": skipped,
-        "backends": {r["name"]: {**r, "rows": list(r["rows"].values())} for r in runs},
+        "backends": {r["name"]: as_json(r) for r in runs},
     }
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)

@@ -24,6 +24,10 @@ import uuid
 import numpy as np
 
 SUBNET = "10.232.0"
+# Rank 0's port in its namespace: the namespaces are made for this run and nothing else
+# listens there, so any port is free (pytfcomm._launch.ports cannot look inside them).
+PORT = 29500
+RUN_TIMEOUT_S = 600  # one --streams value, both ranks
 
 
 def _worker(rank: int, port: int, sizes: list[int], iters: int, out: str) -> None:
@@ -52,27 +56,25 @@ def _ip(*args: str) -> None:
 
 
 def _run(ns: list[str], env: dict, sizes: list[int], iters: int) -> list[dict]:
-    port = 20000 + int(uuid.uuid4().int % 20000)
+    from benchmarks._launch import local_jobs
+
+    local = local_jobs()
     with tempfile.TemporaryDirectory() as tmp:
         outs = [os.path.join(tmp, f"r{r}.json") for r in range(2)]
-        procs = []
+        cmds, envs = [], []
         for r in range(2):
             # Loaded by path from a scratch cwd: the installed pytfcomm, not the checkout's.
             code = (
                 "import importlib.util as u;"
                 f"s = u.spec_from_file_location('tcp_streams', {os.path.abspath(__file__)!r});"
                 "m = u.module_from_spec(s); s.loader.exec_module(m);"
-                f"m._worker({r}, {port}, {sizes!r}, {iters}, {outs[r]!r})"
+                f"m._worker({r}, {PORT}, {sizes!r}, {iters}, {outs[r]!r})"
             )
-            e = dict(os.environ, **env, PYTFCOMM_HOST_ID=f"bench-host-{r}")
-            procs.append(
-                subprocess.Popen(
-                    ["ip", "netns", "exec", ns[r], sys.executable, "-c", code], env=e, cwd=tmp
-                )
-            )
-        for p in procs:
-            if p.wait(timeout=600) != 0:
-                raise SystemExit(f"a rank failed (exit {p.returncode})")
+            cmds.append(["ip", "netns", "exec", ns[r], sys.executable, "-c", code])
+            envs.append(dict(os.environ, **env, PYTFCOMM_HOST_ID=f"bench-host-{r}"))
+        job = local.run(cmds, envs, cwd=tmp, timeout_s=RUN_TIMEOUT_S)
+        if job.status != "ok":
+            raise SystemExit(f"a rank failed ({job.reason}): exit codes {job.codes}")
         ranks = [json.load(open(o)) for o in outs]
     rows = []
     for a, b in zip(*ranks, strict=True):

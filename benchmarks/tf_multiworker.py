@@ -52,7 +52,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,7 +59,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks._launch import BIND_CHOICES, bindings, free_ports, pin_env
+from benchmarks._launch import BIND_CHOICES, bindings, free_ports, local_jobs, pin_env
 from benchmarks._registry import import_installed_pytfcomm, worker_pythonpath
 from benchmarks.tf_local import interleaved
 
@@ -328,57 +327,29 @@ def _run_backend(
             env.update(malloc_hugepages(os.environ))
         env.update(pin_env(cpus))  # and bound to the same cores (benchmarks/_pin.py)
         pin = [sys.executable, "-m", "benchmarks._pin"] if cpus else []
-        procs = []
-        for r in range(n):
-            cmd = [
-                *pin,
-                sys.executable,
-                "-m",
-                module,
-                "--worker",
-                backend,
-                "--rank",
-                str(r),
-                "--np",
-                str(n),
-                "--ports",
-                ",".join(map(str, ports)),
-                "--iters",
-                str(iters),
-                "--out",
-                str(Path(tmp) / f"rank{r}.json"),
+        cmds = [
+            [
+                *pin, sys.executable, "-m", module, "--worker", backend, "--rank", str(r),
+                "--np", str(n), "--ports", ",".join(map(str, ports)), "--iters", str(iters),
+                "--out", str(Path(tmp) / f"rank{r}.json"),
             ]
-            log = open(Path(tmp) / f"rank{r}.log", "wb")
-            procs.append(
-                (
-                    subprocess.Popen(
-                        cmd,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        cwd=tmp,
-                        env=dict(env, BENCH_RANK=str(r)),
-                        start_new_session=True,
-                    ),
-                    log,
-                )
+            for r in range(n)
+        ]  # fmt: skip
+        job = local_jobs().run(
+            cmds,
+            [dict(env, BENCH_RANK=str(r)) for r in range(n)],
+            cwd=tmp,
+            timeout_s=timeout,
+            logs=[Path(tmp) / f"rank{r}.log" for r in range(n)],
+            term_grace_s=0,
+        )
+        if job.status != "ok":
+            failed = next((c for c in job.codes if c not in (None, 0)), None)
+            status = (
+                f"timed out after {timeout:.0f} s"
+                if job.status == "timeout"
+                else f"rank exited with {failed}"
             )
-        deadline = time.monotonic() + timeout
-        status = "ok"
-        try:
-            for p, _ in procs:
-                p.wait(timeout=max(1.0, deadline - time.monotonic()))
-                if p.returncode != 0:
-                    status = f"rank exited with {p.returncode}"
-                    break
-        except subprocess.TimeoutExpired:
-            status = f"timed out after {timeout:.0f} s"
-        finally:
-            for p, log in procs:
-                if p.poll() is None:
-                    os.killpg(p.pid, 9)
-                    p.wait()
-                log.close()
-        if status != "ok":
             tail = (Path(tmp) / "rank0.log").read_text(errors="replace")[-1500:]
             return f"{status}\n{tail}"
         return [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(n)]

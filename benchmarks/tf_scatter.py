@@ -25,18 +25,18 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._launch import free_ports
+from benchmarks._launch import free_ports, local_jobs
 from benchmarks._registry import worker_pythonpath
 from benchmarks._units import fmt_bytes, parse_sizes
 from benchmarks.tf_multiworker import malloc_hugepages
 
 PATHS = ("numpy", "tf", "hvd", "composed")
+TIMEOUT_S = 1800  # the whole run, every rank
 
 
 def _calls(comm, ptf, hvd, x, y, t, composed_rs, composed_a2a) -> dict:
@@ -149,20 +149,15 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ, PYTHONPATH=worker_pythonpath(os.path.join(tmp, "shim")))
         if not args.no_malloc_hugepages:
             env.update(malloc_hugepages(os.environ))
-        procs = []
+        cmds = []
         for r in range(args.np):
             cmd = [sys.executable, "-m", "benchmarks.tf_scatter", "--np", str(args.np)]
             cmd += ["--sizes", args.sizes, "--iters", str(args.iters), "--rounds", str(args.rounds)]
             cmd += ["--rank", str(r), "--port", str(port), "--out", os.path.join(tmp, f"{r}.json")]
-            procs.append(subprocess.Popen(cmd, env=env, cwd=tmp))
-        try:
-            codes = [pr.wait(timeout=1800) for pr in procs]
-        finally:
-            for pr in procs:
-                if pr.poll() is None:
-                    pr.kill()
-        if any(codes):
-            print(f"a rank failed: exit codes {codes}", file=sys.stderr)
+            cmds.append(cmd)
+        job = local_jobs().run(cmds, [env] * args.np, cwd=tmp, timeout_s=TIMEOUT_S, term_grace_s=0)
+        if job.status != "ok":
+            print(f"a rank failed ({job.reason}): exit codes {job.codes}", file=sys.stderr)
             return 1
         res = json.loads(Path(tmp, "0.json").read_text())
     transport = os.environ.get("PYTFCOMM_TRANSPORT", "auto")

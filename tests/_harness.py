@@ -26,6 +26,7 @@ from typing import Any
 import _warm
 from _warm import WarmProc
 
+from pytfcomm._launch import local
 from pytfcomm._launch.ports import free_port
 
 TESTS = Path(__file__).resolve().parent
@@ -78,32 +79,15 @@ def start_ranks(
         if warm is not None:
             procs.append(warm)
             continue
-        with open(log_path, "wb") as log:  # the child keeps its own copy
-            procs.append(
-                subprocess.Popen(
-                    [*(per_rank_prefix[r] if per_rank_prefix else []), sys.executable, *argv],
-                    cwd=workdir,  # never the repo root: tests must import the installed package
-                    env=child_env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
+        argv = [*(per_rank_prefix[r] if per_rank_prefix else []), sys.executable, *argv]
+        # cwd: never the repo root, tests must import the installed package
+        procs.append(local.start(argv, child_env, cwd=workdir, log=log_path))
     return procs, results, addr
 
 
 def kill_all(procs: list[subprocess.Popen | WarmProc]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+    """SIGKILL every rank still running, with its group and descendants; reap them."""
+    local.kill_tree(procs, term_grace_s=0)
 
 
 def collect_survivors(

@@ -334,8 +334,9 @@ def test_init_names_the_nccl_wheel_for_every_gpu_path(gpu_env: GpuEnv, tmp_path)
             pytest.skip("no nvidia-nccl-cu13/-cu12 wheel is importable here")
         want = nccl_candidates()[0]
     code = (
-        "import json, socket, pytfcomm, pytfcomm._core as c\n"
-        "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
+        "import json, pytfcomm, pytfcomm._core as c\n"
+        "from pytfcomm._launch.ports import free_port\n"
+        "port = free_port()\n"
         "comm = pytfcomm.init(rank=0, size=1, addr=f'127.0.0.1:{port}')\n"
         "print(json.dumps(c.gpu_info()))\n"
         "comm.close()\n"

@@ -27,6 +27,8 @@ def main() -> None:
             "source": spec.source,
             "addr": spec.addr,
             "all_loopback": spec.all_loopback,
+            "local_size": spec.local_size,
+            "job": getattr(spec, "job", None),  # ClusterSpec.job is new
             "sum": total.tolist(),
         }
         print(json.dumps(view), flush=True)

@@ -7,11 +7,12 @@ after the connections stand, every rank all-gathers a fixed-size record (rank, s
 source, job label) and raises :class:`~pytfcomm.errors.ConfigError` on every rank,
 naming what each rank read, when the records disagree.  Size mismatches and a rank
 claimed twice are caught earlier, by rank 0's rendezvous; :func:`describe` adds this
-rank's view to that error.
+rank's view to that error.  The exchange is not written to a PYTFCOMM_TIMELINE file.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 
 import numpy as np
@@ -86,7 +87,16 @@ def check_job_agreement(comm: Communicator, spec: ClusterSpec, timeout: float | 
     """
     if spec.size == 1:
         return
-    gathered = comm.allgather(_record(spec), timeout=timeout, name=CHECK_NAME)
+    # Keep the exchange out of a PYTFCOMM_TIMELINE file: it lists the program's
+    # collectives. Nothing was written yet, so resuming from the pattern loses nothing.
+    pattern = os.environ.get("PYTFCOMM_TIMELINE", "") if comm.timeline_path else ""
+    if pattern:
+        comm.stop_timeline()
+    try:
+        gathered = comm.allgather(_record(spec), timeout=timeout, name=CHECK_NAME)
+    finally:
+        if pattern:
+            comm.start_timeline(pattern)
     why = disagreement([_decode(row) for row in np.asarray(gathered)])
     if why is not None:
         raise ConfigError(why)

@@ -8,6 +8,14 @@ naming what each rank read, long before the connect timeout.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 from _harness import free_port, run_ranks
 
 # Every process of these tests waits at most this long to connect; a disagreement must be
@@ -112,3 +120,40 @@ def test_ranks_reading_different_sources_are_refused() -> None:
     _assert_refused_everywhere(
         results, "different sources", "rank 0 read rank 0 of 2 from PYTFCOMM", "from torchrun"
     )
+
+
+_SLURM_WORKER = Path(__file__).resolve().parent / "workers" / "slurm_worker.py"
+_OURS = ("PYTFCOMM_", "SLURM_", "TF_CONFIG", "OMPI_", "PMI", "MPI_LOCAL", "I_MPI_", "PRTE_")
+
+
+_NO_MPIRUN = "no mpirun (apt-get install openmpi-bin)"
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason=_NO_MPIRUN)
+def test_real_mpirun_ranks_agree_on_its_job_id() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_OURS)}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR"):
+        env.pop(name, None)
+    env.update(PYTFCOMM_CONNECT_TIMEOUT="60", PYTFCOMM_TIMEOUT="60")
+    argv = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    res = subprocess.run(
+        [*argv, sys.executable, str(_SLURM_WORKER)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd="/",
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    views = sorted(
+        (json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")),
+        key=lambda v: v["rank"],
+    )
+    assert [(v["rank"], v["size"], v["source"], v["local_size"]) for v in views] == [
+        (0, 2, "mpi", 2),
+        (1, 2, "mpi", 2),
+    ], views
+    assert views[0]["job"] == views[1]["job"], views
+    assert str(views[0]["job"]).startswith("OMPI_MCA_ess_base_jobid="), views

@@ -69,6 +69,10 @@ def info() -> dict[str, object]:
         p["env"]: p["value"] if p["error"] is None else f"error: {p['error']}"
         for p in _core.param_table()
     }
+    # Where rank, size and rendezvous come from, and which variables were ignored, why.
+    from ._cluster import explain
+
+    data["cluster"] = explain()
     data["gpu"] = gpu_info()
     data["tf_ops"] = tf_ops_info()
     try:

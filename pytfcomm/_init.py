@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import _cluster, _core, _dlpack
 from ._args import timeout_s
 from ._comm import Communicator
+from ._job_check import check_job_agreement, describe
 from ._secret import job_secret
 from .errors import ConfigError, InvalidArgumentError
 
@@ -85,8 +86,11 @@ def init(
     """Join a job and return its :class:`Communicator`.
 
     With no arguments, the job is read from the environment: PYTFCOMM_RANK /
-    PYTFCOMM_SIZE / PYTFCOMM_ADDR, TF_CONFIG, Slurm (``srun``) or MPI
+    PYTFCOMM_SIZE / PYTFCOMM_ADDR, TF_CONFIG, torchrun-style RANK / WORLD_SIZE,
+    Slurm (``srun``) or MPI
     (``mpirun``) variables, else a single-process job (see docs/launching.md).
+    Once connected, every rank checks that all read the same size, source and launcher
+    job, each rank once (ConfigError on every rank otherwise, naming what each read).
     Explicitly: ``init(rank=0, size=4, addr="127.0.0.1:29500")``, where
     ``addr`` is rank 0's rendezvous address. Blocks until every rank joined
     (``connect_timeout``, default PYTFCOMM_CONNECT_TIMEOUT or 120 s);
@@ -128,23 +132,32 @@ def init(
     # Every GPU path of this process (DLPack calls, TF's GPU kernels) loads NCCL
     # once, first come: name the nvidia-nccl wheel's library before any can.
     _core.set_nccl_candidates(_dlpack.nccl_candidates())
-    core = _core.Communicator(
-        spec.rank,
-        spec.size,
-        host,
-        port,
-        spec.bind_host,
-        spec.host_id,
-        timeout_s(connect_timeout),
-        timeout_s(timeout),
-        secret_,
-        transport=transport or "",
-        stall_warning=stall,
-    )
+    try:
+        core = _core.Communicator(
+            spec.rank,
+            spec.size,
+            host,
+            port,
+            spec.bind_host,
+            spec.host_id,
+            timeout_s(connect_timeout),
+            timeout_s(timeout),
+            secret_,
+            transport=transport or "",
+            stall_warning=stall,
+        )
+    except ConfigError as exc:  # rank 0 refused a size or rank: say what this rank read
+        raise ConfigError(f"{exc} [this process: {describe(spec)}]") from None
     global _default
     # An explicit host transport asks for GPU tensors to be staged over it.
     gpu_backend = _dlpack.BACKEND_STAGED if transport in ("tcp", "shm") else _dlpack.BACKEND_AUTO
-    _default = Communicator(core, spec, gpu_backend, timeout_s(timeout))
+    comm = Communicator(core, spec, gpu_backend, timeout_s(timeout))
+    try:
+        check_job_agreement(comm, spec, connect_timeout)
+    except BaseException:
+        comm.close()
+        raise
+    _default = comm
     _default._join_args = {
         "secret": secret_,
         "transport": transport or "",

@@ -36,6 +36,7 @@ from pytfcomm._cluster import (
 from pytfcomm.errors import ConfigError
 
 _PREFIXES = ("PYTFCOMM_", "SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCAL", "I_MPI_", "TF_CONFIG")
+_TORCHRUN = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 Env = Callable[..., ClusterSpec]
 
@@ -43,7 +44,7 @@ Env = Callable[..., ClusterSpec]
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.startswith(_PREFIXES):
+        if name.startswith(_PREFIXES) or name in _TORCHRUN:
             monkeypatch.delenv(name)
     monkeypatch.setenv("PYTFCOMM_HOST_ID", "test-host")
 

@@ -301,6 +301,16 @@ def test_srun_on_one_node_needs_no_launcher_and_no_secret(one_node: SlurmCluster
     _check_job(_tasks(res.stdout), loopback=True, node=one_node.node)
 
 
+def test_srun_step_gives_tasks_per_node_and_its_job(one_node: SlurmCluster) -> None:
+    # On one node, -m cyclic with 2 tasks: SLURM_STEP_TASKS_PER_NODE=2 is the local size.
+    res = one_node.run(["srun", "-n", "2", "-m", "cyclic", PY, WORKER])
+    assert res.returncode == 0, res.stdout + res.stderr
+    views = _tasks(res.stdout)
+    assert [(v.get("rank"), v.get("local_size")) for v in views] == [(0, 2), (1, 2)], views
+    jobs = {v["job"] for v in views}
+    assert len(jobs) == 1 and jobs.pop().startswith("SLURM_JOB_ID="), views
+
+
 # --------------------------------------------------------------------------- multi-node style
 
 

@@ -65,7 +65,8 @@ def test_timeline_per_rank(n: int, tmp_path: Path) -> None:
         assert len(colls) == len(res["calls"]), [c["name"] for c in colls]
         for seq, (got, want) in enumerate(zip(colls, res["calls"], strict=True)):
             assert got["ph"] == "X" and got["dur"] >= 0
-            assert got["name"] == want["name"] and got["args"]["seq"] == seq, (got, want)
+            # seq 0 is init()'s job check (pytfcomm/_job_check.py), kept out of the file
+            assert got["name"] == want["name"] and got["args"]["seq"] == seq + 1, (got, want)
             assert got["args"]["bytes"] == want["bytes"], (got, want)
             # who asked: the NumPy call's kind, its number, the calling thread
             label = got["args"]["label"]
@@ -86,7 +87,7 @@ def test_timeline_per_rank(n: int, tmp_path: Path) -> None:
         names = defaultdict(set)
         for e in events:
             if e.get("cat") in ("phase", "wait"):
-                names[e["args"]["seq"]].add(e["name"])
+                names[e["args"]["seq"] - 1].add(e["name"])  # by the program's call order
         assert {"negotiate", small} <= names[0]
         assert {"negotiate", "reduce_scatter", "all_gather"} <= names[1]
         assert "oneshot" in names[4] and "reduce_scatter" in names[5]

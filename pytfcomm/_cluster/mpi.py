@@ -1,4 +1,4 @@
-"""Source 5: MPI launchers (Open MPI, MPICH/Hydra, Intel MPI, PMIx).
+"""Source 6: MPI launchers (Open MPI 4 and 5, MPICH/Hydra, Intel MPI, PMIx).
 
 On one host, rank 0 is on loopback and the port is derived from the launcher's job id
 (:func:`launcher_port`); across hosts MPI says nothing about rank 0's address, so

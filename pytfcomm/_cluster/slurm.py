@@ -1,16 +1,19 @@
-"""Source 4: a task started by Slurm's ``srun``.
+"""Source 5: a task started by Slurm's ``srun``.
 
 Rank 0's host is the first node of the step's host list; the port is derived from the
 job and step ids (:func:`slurm_port`) unless PYTFCOMM_PORT or PYTFCOMM_ADDR say otherwise.
+The local size is this node's count in SLURM_STEP_TASKS_PER_NODE (``2(x3),1``,
+:func:`slurm_tasks_per_node`).  Heterogeneous jobs are refused (:func:`_refuse_het`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from pytfcomm.errors import ConfigError
 
-from ._env import _SIZE_RANGE, _check_local, _check_rank_size, _env_int, _first_set, _get
+from ._env import _SIZE_RANGE, MAX_SIZE, _check_local, _check_rank_size, _env_int, _first_set, _get
 from .address import _DIGITS_RE, _host_problem
 from .spec import (
     LAUNCHER_PORT_BASE,
@@ -78,6 +81,60 @@ def slurm_first_host(nodelist: str, what: str = "SLURM_JOB_NODELIST") -> str:
     return host
 
 
+_TASKS_RE = re.compile(r"([0-9]+)(?:\(x([0-9]+)\))?")
+
+
+def slurm_tasks_per_node(text: str, what: str = "SLURM_STEP_TASKS_PER_NODE") -> list[int]:
+    """Expand Slurm's tasks-per-node list, e.g. ``"2(x2),1"`` -> ``[2, 2, 1]``."""
+    counts: list[int] = []
+    for item in text.strip().split(","):
+        m = _TASKS_RE.fullmatch(item.strip())
+        if m is None or len(item) > 24:
+            raise ConfigError(
+                f"{what}={text!r} is not a Slurm tasks-per-node list (at {item!r}): expected "
+                'e.g. "2(x3),1"; or set PYTFCOMM_RANK, PYTFCOMM_SIZE and PYTFCOMM_ADDR.'
+            )
+        repeat = int(m.group(2) or 1)
+        if repeat > MAX_SIZE or len(counts) + repeat > MAX_SIZE:
+            raise ConfigError(f"{what}={text!r} lists more than {MAX_SIZE} nodes.")
+        counts.extend([int(m.group(1))] * repeat)
+    return counts
+
+
+def _slurm_local_size(env: Mapping[str, str], size: int, size_var: str) -> int | None:
+    """This node's task count from SLURM_STEP_TASKS_PER_NODE and SLURM_NODEID; None if unset."""
+    raw = _get(env, "SLURM_STEP_TASKS_PER_NODE")
+    node = _env_int(env, "SLURM_NODEID", "this node's index in the step")
+    if raw is None or node is None:
+        return None
+    counts = slurm_tasks_per_node(raw)
+    if sum(counts) != size or not 0 <= node < len(counts):
+        raise ConfigError(
+            f"Slurm: SLURM_STEP_TASKS_PER_NODE={raw!r} ({sum(counts)} tasks on {len(counts)} "
+            f"nodes) does not fit {size_var}={size} and SLURM_NODEID={node}: the step's "
+            "variables contradict each other; set PYTFCOMM_RANK, PYTFCOMM_SIZE and "
+            "PYTFCOMM_ADDR instead."
+        )
+    return counts[node]
+
+
+_HET_VARS_RE = re.compile(r"SLURM_[A-Z_]+_HET_GROUP_[0-9]+")
+
+
+def _refuse_het(env: Mapping[str, str]) -> None:
+    """A heterogeneous job (SLURM_HET_SIZE, SLURM_*_HET_GROUP_<n>): refused, see docs."""
+    het = "SLURM_HET_SIZE" if _get(env, "SLURM_HET_SIZE") is not None else None
+    if het is None:
+        het = next((n for n in sorted(env) if _HET_VARS_RE.fullmatch(n)), None)
+    if het is not None:
+        raise ConfigError(
+            f"Slurm: this task belongs to a heterogeneous job ({het} is set); pytfcomm does "
+            "not derive one job from several components. Run one component per pytfcomm job, "
+            "or set PYTFCOMM_RANK, PYTFCOMM_SIZE and PYTFCOMM_ADDR for every task yourself "
+            "(docs/launching.md, Slurm)."
+        )
+
+
 def _slurm_identity(env: Mapping[str, str]) -> _LauncherIdentity | None:
     if _get(env, "SLURM_PROCID") is None:
         return None
@@ -85,6 +142,7 @@ def _slurm_identity(env: Mapping[str, str]) -> _LauncherIdentity | None:
     # allocation's SLURM_NTASKS but are not srun tasks; only srun sets a step id.
     if _first_set(env, ("SLURM_STEP_ID", "SLURM_STEPID")) is None:
         return None
+    _refuse_het(env)
     rank = _env_int(env, "SLURM_PROCID", "this task's rank, 0 <= rank < the task count")
     size_var = _first_set(env, ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"))
     if size_var is None:
@@ -97,8 +155,12 @@ def _slurm_identity(env: Mapping[str, str]) -> _LauncherIdentity | None:
     assert rank is not None and size is not None
     _check_rank_size(rank, size, "SLURM_PROCID", size_var)
     local_rank = _env_int(env, "SLURM_LOCALID", "the task's index on its node")
-    _check_local(local_rank, None, size, ("SLURM_LOCALID", None), size_var)
-    return _LauncherIdentity("slurm", rank, size, local_rank, None, f"SLURM_PROCID/{size_var}")
+    local_size = _slurm_local_size(env, size, size_var)
+    names = ("SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE")
+    _check_local(local_rank, local_size, size, names, size_var)
+    return _LauncherIdentity(
+        "slurm", rank, size, local_rank, local_size, f"SLURM_PROCID/{size_var}"
+    )
 
 
 def _from_slurm(ident: _LauncherIdentity, env: Mapping[str, str]) -> ClusterSpec:
@@ -106,6 +168,12 @@ def _from_slurm(ident: _LauncherIdentity, env: Mapping[str, str]) -> ClusterSpec
     override = _env_addr(env, ident.size)
     if override is not None:
         host, port = override
+    elif (_get(env, "SLURM_DISTRIBUTION") or "").startswith("arbitrary"):
+        raise ConfigError(
+            "Slurm: SLURM_DISTRIBUTION=arbitrary places task 0 on a node of your choosing, "
+            "not necessarily the first of the host list: set PYTFCOMM_ADDR=<task 0's "
+            "host>:<port>, the same for all tasks."
+        )
     else:
         list_var = _first_set(env, ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"))
         if list_var is None:
@@ -135,4 +203,5 @@ def _from_slurm(ident: _LauncherIdentity, env: Mapping[str, str]) -> ClusterSpec
         source="slurm",
         env=env,
         local_rank=ident.local_rank,
+        local_size=ident.local_size,
     )

@@ -31,6 +31,9 @@ class ClusterSpec:
     unless PYTFCOMM_BIND_HOST asked for it.  Ranks with equal ``host_id`` are on the same
     machine.  ``all_loopback`` is True when every address known for the job is loopback.
     ``local_rank``/``local_size`` are what the launcher said, or None when it said nothing.
+    ``job`` names the launcher's job as every rank of it reads it (e.g. ``"SLURM_JOB_ID=12
+    SLURM_STEP_ID=0"``), ``""`` when the source has none; ``init()`` checks that all ranks
+    agree on it, on ``source`` and on ``size`` (:mod:`pytfcomm._job_check`).
     """
 
     rank: int
@@ -42,6 +45,7 @@ class ClusterSpec:
     all_loopback: bool
     local_rank: int | None = None
     local_size: int | None = None
+    job: str = ""
 
     @property
     def rendezvous(self) -> tuple[str, int]:

@@ -1,6 +1,7 @@
-"""A task of tests/test_slurm.py, started by srun: ``pytfcomm.init()`` from Slurm's
-variables alone, one all-reduce, and one JSON line on stdout saying what it saw (or,
-for a ConfigError, the error; exit code 3)."""
+"""A task of tests/test_slurm.py started by srun, or of tests/test_job_agreement.py
+started by mpirun: ``pytfcomm.init()`` from the launcher's variables alone, one
+all-reduce, and one JSON line on stdout saying what it saw (or, for a ConfigError, the
+error; exit code 3)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ def main() -> None:
             "source": spec.source,
             "addr": spec.addr,
             "all_loopback": spec.all_loopback,
+            "local_size": spec.local_size,
+            "job": getattr(spec, "job", None),  # ClusterSpec.job is new
             "sum": total.tolist(),
         }
         print(json.dumps(view), flush=True)

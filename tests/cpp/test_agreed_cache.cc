@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "engine/agreed_cache.h"
 #include "negotiation_sim.h"
+#include "test_util.h"
 
 namespace pytfcomm {
 namespace {
@@ -280,6 +281,47 @@ TEST(AgreedCache, RanksOutOfStepStillFailTogetherWhenConfirmingBySlot) {
     ASSERT_EQ(sim.decided(r).size(), 1u) << r;
     EXPECT_EQ(sim.decided(r)[0].mismatch, "");
     EXPECT_EQ(sim.decided(r)[0].key, (CollectiveKey{kMain, 4}));
+  }
+}
+
+// The engine itself, ranks as threads over loopback TCP: repeated calls
+// (confirmed by slot after the first), new names on the way, and a call on
+// the agreed stream that rank 1 makes one element short while the others
+// confirm the agreed one by slot: a MismatchError on every rank, and the
+// calls after it pair again with the right sums.
+TEST(AgreedCache, EngineMixesCachedNewAndDisagreeingCalls) {
+  setenv("PYTFCOMM_CONNECT_TIMEOUT", "30", 0);
+  setenv("PYTFCOMM_TIMEOUT", "60", 0);
+  constexpr int kRanks = 3;
+  std::vector<std::string> kinds(kRanks);
+  std::vector<int> wrong(kRanks, 0);
+  testing_util::run_ranks(kRanks, [&](Communicator& comm) {
+    const int r = comm.rank();
+    auto sum = [&](size_t count, double mine, const CallKey* key = nullptr) {
+      std::vector<double> x(count, mine), y(count);
+      comm.allreduce(x.data(), y.data(), count, DType::kFloat64, ReduceOp::kSum, Algorithm::kAuto,
+                     0, 0, key);
+      return y[count - 1];
+    };
+    for (int i = 0; i < 30; ++i) {
+      const size_t count = i % 2 ? 16 : 100000;  // within the round, and after it
+      if (sum(count, i + r) != 3.0 * i + 3) ++wrong[static_cast<size_t>(r)];
+      if (i % 7 == 2) {
+        const CallKey fresh{"new-" + std::to_string(i)};
+        if (sum(8, r, &fresh) != 3.0) ++wrong[static_cast<size_t>(r)];
+      }
+      if (i == 15) {
+        try {
+          sum(r == 1 ? 15 : 16, 1.0);
+        } catch (const Error& e) {
+          kinds[static_cast<size_t>(r)] = error_kind_name(e.kind());
+        }
+      }
+    }
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(kinds[static_cast<size_t>(r)], "mismatch") << r;
+    EXPECT_EQ(wrong[static_cast<size_t>(r)], 0) << r;
   }
 }
 

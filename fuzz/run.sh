@@ -14,7 +14,7 @@ mkdir -p "$OUT/corpus"
 SRC=(fuzz/fuzz_wire.cc csrc/transport/wire_check.cc csrc/common/sha256.cc
      csrc/transport/tcp/handshake.cc csrc/transport/net/socket.cc
      csrc/common/logging.cc csrc/common/param.cc csrc/common/interrupt.cc
-     csrc/engine/round_record.cc csrc/transport/host/bundle.cc)
+     csrc/engine/round_record.cc csrc/engine/agreed_cache.cc csrc/transport/host/bundle.cc)
 "$CXX" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -Icsrc "${SRC[@]}" -o "$OUT/fuzz_wire" -lpthread
 # Seeds: one valid hello per session mode, so the fuzzer starts past the magic.

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 HELLO_MAGIC = 0x314D4D4F43465450
-PROTOCOL_VERSION = 8  # csrc/transport/wire.h kProtocolVersion
+PROTOCOL_VERSION = 9  # csrc/transport/wire.h kProtocolVersion
 PROOF_MAGIC = 0x464F5250
 
 
@@ -35,6 +35,7 @@ def main() -> None:
     # An ABRT frame of a rank that timed out (reserved = kAbortTimeout), 40 bytes of reason.
     (out / "seed_abort").write_bytes(b"\5" + struct.pack("<IIQ", 0x54524241, 1, 40) + bytes(24))
     (out / "seed_record").write_bytes(b"\3" + record())
+    (out / "seed_record_confirm").write_bytes(b"\3" + record_confirm())
     (out / "seed_bundle").write_bytes(b"\4" + bundle())
 
 
@@ -56,6 +57,18 @@ def record() -> bytes:
     entry = struct.pack("<QQQQQIiBBBBI", 11, 3, 4, data_at, 16, 0, 0, 1, 2, 0, 0, 1)
     entry += b"allreduce #3 of MainThread".ljust(40, b"\0")
     body = head + entry + struct.pack("<QQ", 12, 5)
+    return body.ljust(data_at, b"\0") + struct.pack("<4f", 1, 2, 3, 4).ljust(64, b"\0")
+
+
+def record_confirm() -> bytes:
+    """A negotiation record of round 7 that confirms one all-reduce of 4 float32 by
+    its slot (0) in the agreed cache (engine/agreed_cache.h), with its input."""
+    confirms, data_at = 1, 64
+    total = data_at + 64
+    head = struct.pack("<IHHQQIHH", 0x4F47454E, 0, 0, 7, total, 0, confirms, 0)
+    digest = struct.pack("<Q", 0)
+    confirm = struct.pack("<QIHH", 3, data_at, 0, 1)
+    body = head + digest + confirm
     return body.ljust(data_at, b"\0") + struct.pack("<4f", 1, 2, 3, 4).ljust(64, b"\0")
 
 

@@ -310,6 +310,9 @@ class Communicator {
   TimePoint inline_until_ = TimePoint::max();  // a submitting thread drives until then
   Decision fast_decision_;
   std::vector<const char*> fast_data_;
+  Announcement fast_one_;   // a record's one collective (fast_round)
+  std::string fast_label_;  // rank 0's label of it, which the agreed cache learns
+
   double beat_s_ = 0;  // liveness heartbeat interval (0: off)
   std::unordered_map<Request*, std::unique_ptr<Request>> owned_;  // async requests
   std::vector<ParsedRecord> parsed_;

@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "common/interrupt.h"
 #include "common/logging.h"
+#include "common/param.h"
 #include "engine/communicator.h"
 #include "engine/round_record.h"
 #include "engine/user_interrupt.h"
@@ -167,16 +168,13 @@ void Communicator::publish_round() {
   }
   withdraw_.erase(withdraw_.begin(), withdraw_.begin() + static_cast<std::ptrdiff_t>(gone));
   size_t taken = 0;
+  // Agreed before: a slot of the agreed cache stands for it (agreed_cache.h).
+  const AgreedCache* cache = params().negotiation_cache ? &negotiator_.cache() : nullptr;
   for (; taken < fresh_.size(); ++taken) {
     Request* r = fresh_[taken];
     size_t data = 0;
-    bool eager = eager_input(*r, &data);
-    if (!w.fits(*r, data)) {
-      if (data == 0 || !w.fits(*r, 0)) break;
-      eager = false;  // no room for its input: it runs after the round
-      data = 0;
-    }
-    w.add(*r, eager, r->in, data);
+    const bool eager = eager_input(*r, &data);
+    if (!add_announcement(w, cache, *r, eager, data)) break;
     negotiator_.announce(r);
   }
   fresh_.erase(fresh_.begin(), fresh_.begin() + static_cast<std::ptrdiff_t>(taken));
@@ -280,21 +278,20 @@ bool Communicator::fast_round() {
   Request* mine = negotiator_.mine().begin()->second;
   fast_data_.assign(static_cast<size_t>(size_), nullptr);
   bool eager = true;
+  Announcement& a = fast_one_;
   for (int r = 0; r < size_; ++r) {
     size_t n = 0;
     const char* rec = transport_->round_record(r, &n);
-    RecordHeader h;
-    if (!check_record_header(rec, n, round_, &h).empty() || h.entries != 1 || h.withdrawals != 0) {
-      return false;
-    }
-    RecordEntry e;
-    std::memcpy(&e, rec + sizeof(RecordHeader), sizeof(e));
-    if (check_record_entry(e, h, size_) != nullptr || e.stream != mine->key.stream ||
-        e.seq != mine->key.seq || !(entry_descriptor(e) == mine->desc)) {
+    // In full or by its slot in the agreed cache; rank 0's label is what the
+    // cache learns, on every rank alike.
+    if (!negotiator_.cache().only_announcement(rec, n, round_, size_, r == 0, &a) ||
+        !(a.key == mine->key) || !(a.desc == mine->desc) ||
+        a.external != (mine->external != nullptr)) {
       return false;  // the full path decides, and explains
     }
-    eager &= (e.flags & kEntryEager) != 0;
-    if (e.eager_bytes) fast_data_[static_cast<size_t>(r)] = rec + e.eager_offset;
+    if (r == 0) fast_label_.swap(a.label);
+    eager &= a.eager;
+    if (a.data) fast_data_[static_cast<size_t>(r)] = a.data;
   }
   // Every rank asked for the very same collective, and only for it.
   Decision& d = fast_decision_;
@@ -303,7 +300,7 @@ bool Communicator::fast_round() {
   d.mismatch.clear();
   d.eager = eager && data_complete(mine->desc, fast_data_);
   d.data.swap(fast_data_);
-  negotiator_.take(mine->key);
+  negotiator_.take(*mine, fast_label_);
   run_decision(d);
   return true;
 }

@@ -28,10 +28,29 @@ bool Negotiator::tables_empty() const {
   return true;
 }
 
+void Negotiator::take(const Request& mine, const std::string& label) {
+  mine_.erase(mine.key);
+  cache_.learn(mine.key, mine.desc, mine.external != nullptr, label);
+}
+
 void Negotiator::absorb(uint64_t round, const std::vector<ParsedRecord>& records) {
   PTC_ENFORCE(static_cast<int>(records.size()) == size_, "records of ", records.size(), " ranks");
   round_ = round;
   touched_.clear();
+  forget_cache_ = false;
+  for (int r = 0; r < size_; ++r) {
+    const ParsedRecord& rec = records[static_cast<size_t>(r)];
+    if (!rec.confirms.empty() && rec.digest != cache_.digest()) {
+      // Never a guess: the slots it names may stand for other collectives here.
+      PTC_THROW(kInternal, "rank ", r, " named collectives of round ", round,
+                " by their slots in a cache of agreed collectives that differs from this rank's "
+                "(digest ",
+                rec.digest, " here ", cache_.digest(),
+                "): a bug in pytfcomm or another version; set PYTFCOMM_NEGOTIATION_CACHE=0 on "
+                "every rank to work around it");
+    }
+    if (!rec.withdrawals.empty()) forget_cache_ = true;
+  }
   for (int r = 0; r < size_; ++r) {
     Table& t = tables_[static_cast<size_t>(r)];
     const ParsedRecord& rec = records[static_cast<size_t>(r)];
@@ -47,8 +66,9 @@ void Negotiator::absorb(uint64_t round, const std::vector<ParsedRecord>& records
       t.erase(k);
       if (k.stream == kJoinStream) joined_round_[static_cast<size_t>(r)] = -1;
     }
-    for (const Announcement& a : rec.entries) {
+    auto add = [&](const Announcement& a) {
       touched_.push_back(a.key.stream);
+      if (a.key.stream == kJoinStream) forget_cache_ = true;
       Entry& e = t[a.key];
       e.desc = a.desc;
       e.label = a.label;
@@ -59,6 +79,16 @@ void Negotiator::absorb(uint64_t round, const std::vector<ParsedRecord>& records
       if (a.key.stream == kJoinStream)
         joined_round_[static_cast<size_t>(r)] = static_cast<int64_t>(round);
       if ((r == 0 || joined(0)) && ordered_.insert(a.key).second) order_.push_back(a.key);
+    };
+    for (const Announcement& a : rec.entries) add(a);
+    for (const Confirmation& c : rec.confirms) {
+      std::string bad = cache_.expand(c, &expanded_);
+      if (!bad.empty()) {
+        PTC_THROW(kInternal, "rank ", r, " sent ", bad, " in round ", round,
+                  ": a bug in pytfcomm or another version; set PYTFCOMM_NEGOTIATION_CACHE=0 on "
+                  "every rank to work around it");
+      }
+      add(expanded_);
     }
   }
 }
@@ -205,7 +235,10 @@ std::vector<Decision> Negotiator::decide() {
         }
       }
     }
+    if (!d.mismatch.empty()) forget_cache_ = true;
     if (d.mismatch.empty()) {
+      const Entry& first = first_entry(k);
+      if (k.stream != kJoinStream) cache_.learn(k, first.desc, first.external, first.label);
       if (count_per_rank(d.desc.kind)) {
         d.counts.assign(static_cast<size_t>(size_), 0);  // a joined rank: nothing
         for (int r = 0; r < size_; ++r) {
@@ -229,6 +262,10 @@ std::vector<Decision> Negotiator::decide() {
     out.push_back(std::move(d));
   }
   if (join_decided) std::fill(joined_round_.begin(), joined_round_.end(), -1);
+  // Every rank forgets the cache at the same point: what follows a
+  // disagreement, a withdrawal, a join or a resync is announced in full.
+  if (forget_cache_ || !resyncs_.empty()) cache_.invalidate();
+  forget_cache_ = false;
   // Drop decided and withdrawn keys from the order once they are half of it.
   if (stale * 2 > order_.size()) {
     std::deque<CollectiveKey> kept;

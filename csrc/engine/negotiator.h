@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/agreed_cache.h"
 #include "engine/request.h"
 #include "engine/round_record.h"
 
@@ -56,6 +57,8 @@ class Negotiator {
   void withdraw(const CollectiveKey& k);
 
   // Applies one round: records[r] is rank r's record (this rank's own too).
+  // Confirmations are expanded with the agreed cache; one whose sender's
+  // cache is not this rank's (digest), or that names an empty slot, throws.
   void absorb(uint64_t round, const std::vector<ParsedRecord>& records);
   // The collectives the last absorbed round made common to every rank, in
   // execution order; each is forgotten by the tables as it is returned.
@@ -80,8 +83,12 @@ class Negotiator {
   // Nothing announced and undecided on any rank (as of the last round).
   bool tables_empty() const;
   // Forgets this rank's request under `k`, decided outside decide() (the
-  // engine's fast path for a round in which every rank asked only for `k`).
-  void take(const CollectiveKey& k) { mine_.erase(k); }
+  // engine's fast path for a round in which every rank asked only for `k`);
+  // `label` is rank 0's, which the cache learns with the collective.
+  void take(const Request& mine, const std::string& label);
+  // What records may name by slot (agreed_cache.h). decide() and take()
+  // change it, the same way on every rank.
+  const AgreedCache& cache() const { return cache_; }
   // What other ranks asked for that this rank has not, and which ranks have
   // not asked for `k` yet, for timeout messages.
   std::string describe_unmatched(const CollectiveKey& k, size_t limit = 4) const;
@@ -136,6 +143,9 @@ class Negotiator {
   std::unordered_map<CollectiveKey, Request*, CollectiveKeyHash> mine_;
   std::vector<uint64_t> touched_;  // streams in the last absorbed round's records
   std::vector<Resync> resyncs_;
+  AgreedCache cache_;
+  bool forget_cache_ = false;  // the last absorbed round withdrew or joined
+  Announcement expanded_;      // a confirmation being absorbed
 };
 
 }  // namespace pytfcomm

@@ -12,8 +12,12 @@ namespace {
 
 size_t align_up(size_t v) { return (v + kRecordAlign - 1) / kRecordAlign * kRecordAlign; }
 
-size_t table_bytes(size_t entries, size_t withdrawals) {
-  return sizeof(RecordHeader) + entries * sizeof(RecordEntry) + withdrawals * sizeof(RecordKey);
+// The cache digest before the confirmations, when there are any.
+constexpr size_t kDigestBytes = sizeof(uint64_t);
+
+size_t table_bytes(size_t entries, size_t withdrawals, size_t confirms) {
+  return sizeof(RecordHeader) + entries * sizeof(RecordEntry) + withdrawals * sizeof(RecordKey) +
+         (confirms ? kDigestBytes + confirms * sizeof(RecordConfirm) : 0);
 }
 
 size_t label_size(const std::string& label) { return std::min(label.size(), kMaxLabelBytes); }
@@ -42,7 +46,10 @@ void RecordWriter::reset(char* buf, size_t capacity, uint64_t round) {
   round_ = round;
   entries_.clear();
   withdrawals_.clear();
+  confirms_.clear();
+  digest_ = 0;
   data_.clear();
+  confirm_data_.clear();
   data_bytes_ = 0;
   labels_.clear();
 }
@@ -50,7 +57,7 @@ void RecordWriter::reset(char* buf, size_t capacity, uint64_t round) {
 bool RecordWriter::fits(const Request& r, size_t data_bytes) const {
   if (entries_.size() >= kMaxRecordEntries) return false;
   size_t data = data_bytes_ + (data_bytes ? align_up(data_bytes) : 0);
-  size_t table = table_bytes(entries_.size() + 1, withdrawals_.size());
+  size_t table = table_bytes(entries_.size() + 1, withdrawals_.size(), confirms_.size());
   return align_up(table + labels_.size() + label_size(r.label)) + data <= capacity_;
 }
 
@@ -78,7 +85,8 @@ void RecordWriter::add(const Request& r, bool eager, const void* data, size_t da
 
 bool RecordWriter::add_withdrawal(const CollectiveKey& k) {
   if (withdrawals_.size() >= kMaxRecordEntries ||
-      align_up(table_bytes(entries_.size(), withdrawals_.size() + 1) + labels_.size()) +
+      align_up(table_bytes(entries_.size(), withdrawals_.size() + 1, confirms_.size()) +
+               labels_.size()) +
               data_bytes_ >
           capacity_) {
     return false;
@@ -87,8 +95,30 @@ bool RecordWriter::add_withdrawal(const CollectiveKey& k) {
   return true;
 }
 
+bool RecordWriter::fits_confirm(size_t data_bytes) const {
+  if (confirms_.size() >= kMaxRecordEntries) return false;
+  size_t data = data_bytes_ + (data_bytes ? align_up(data_bytes) : 0);
+  size_t table = table_bytes(entries_.size(), withdrawals_.size(), confirms_.size() + 1);
+  size_t end = align_up(table + labels_.size()) + data;
+  return end <= capacity_ && end <= UINT32_MAX;  // eager_offset is 32 bits
+}
+
+void RecordWriter::add_confirm(const Request& r, uint16_t slot, uint64_t digest, bool eager,
+                               const void* data, size_t data_bytes) {
+  PTC_ENFORCE(fits_confirm(data_bytes), "record confirmation does not fit");
+  PTC_ENFORCE(confirms_.empty() || digest == digest_, "two cache digests in one record");
+  digest_ = digest;
+  RecordConfirm c{};
+  c.seq = r.key.seq;
+  c.slot = slot;
+  c.flags = eager ? uint16_t{kEntryEager} : uint16_t{0};
+  confirms_.push_back(c);
+  confirm_data_.push_back({data, data_bytes});
+  if (data_bytes) data_bytes_ += align_up(data_bytes);
+}
+
 size_t RecordWriter::finish() {
-  const size_t labels_at = table_bytes(entries_.size(), withdrawals_.size());
+  const size_t labels_at = table_bytes(entries_.size(), withdrawals_.size(), confirms_.size());
   size_t offset = align_up(labels_at + labels_.size());
   for (size_t i = 0; i < entries_.size(); ++i) {
     entries_[i].label_offset += static_cast<uint32_t>(labels_at);
@@ -97,6 +127,12 @@ size_t RecordWriter::finish() {
     std::memcpy(buf_ + offset, data_[i].src, data_[i].bytes);
     offset += align_up(data_[i].bytes);
   }
+  for (size_t i = 0; i < confirms_.size(); ++i) {
+    if (confirm_data_[i].bytes == 0) continue;
+    confirms_[i].eager_offset = static_cast<uint32_t>(offset);
+    std::memcpy(buf_ + offset, confirm_data_[i].src, confirm_data_[i].bytes);
+    offset += align_up(confirm_data_[i].bytes);
+  }
   RecordHeader h{};
   h.magic = kRecordMagic;
   h.entries = static_cast<uint16_t>(entries_.size());
@@ -104,12 +140,18 @@ size_t RecordWriter::finish() {
   h.round = round_;
   h.bytes = offset;
   h.label_bytes = static_cast<uint32_t>(labels_.size());
+  h.confirms = static_cast<uint16_t>(confirms_.size());
   std::memcpy(buf_, &h, sizeof(h));
   char* p = buf_ + sizeof(h);
   if (!entries_.empty()) std::memcpy(p, entries_.data(), entries_.size() * sizeof(RecordEntry));
   p += entries_.size() * sizeof(RecordEntry);
   if (!withdrawals_.empty()) {
     std::memcpy(p, withdrawals_.data(), withdrawals_.size() * sizeof(RecordKey));
+  }
+  p += withdrawals_.size() * sizeof(RecordKey);
+  if (!confirms_.empty()) {
+    std::memcpy(p, &digest_, kDigestBytes);
+    std::memcpy(p + kDigestBytes, confirms_.data(), confirms_.size() * sizeof(RecordConfirm));
   }
   if (!labels_.empty()) std::memcpy(buf_ + labels_at, labels_.data(), labels_.size());
   return offset;
@@ -123,13 +165,15 @@ std::string check_record_header(const char* rec, size_t bytes, uint64_t round, R
   if (h.magic != kRecordMagic) return "a negotiation record with a bad magic number";
   if (h.round != round) return str_cat("a record of round ", h.round, " in round ", round);
   if (h.bytes != bytes) return str_cat("a record that says ", h.bytes, " bytes but has ", bytes);
-  if (h.entries > kMaxRecordEntries || h.withdrawals > kMaxRecordEntries) {
-    return str_cat("a record of ", h.entries, " entries and ", h.withdrawals, " withdrawals");
+  if (h.entries > kMaxRecordEntries || h.withdrawals > kMaxRecordEntries ||
+      h.confirms > kMaxRecordEntries) {
+    return str_cat("a record of ", h.entries, " entries, ", h.withdrawals, " withdrawals and ",
+                   h.confirms, " confirmations");
   }
   if (h.label_bytes > h.entries * kMaxLabelBytes || h.reserved != 0) {
     return str_cat("a record with ", h.label_bytes, " bytes of labels for ", h.entries, " entries");
   }
-  if (table_bytes(h.entries, h.withdrawals) + h.label_bytes > bytes) {
+  if (table_bytes(h.entries, h.withdrawals, h.confirms) + h.label_bytes > bytes) {
     return "a record shorter than its own table";
   }
   return "";
@@ -145,7 +189,7 @@ const char* check_record_entry(const RecordEntry& e, const RecordHeader& h, int 
     return "a broadcast from a rank outside the job";
   }
   if (e.count > (uint64_t{1} << 60)) return "an entry of an impossible element count";
-  const size_t labels_at = table_bytes(h.entries, h.withdrawals);
+  const size_t labels_at = table_bytes(h.entries, h.withdrawals, h.confirms);
   const size_t labels_end = labels_at + h.label_bytes;  // <= bytes (check_record_header)
   if (e.label_bytes > kMaxLabelBytes || e.label_offset < labels_at || e.label_offset > labels_end ||
       e.label_bytes > labels_end - e.label_offset || e.reserved != 0) {
@@ -165,6 +209,37 @@ const char* check_record_entry(const RecordEntry& e, const RecordHeader& h, int 
   return nullptr;
 }
 
+size_t record_confirms_at(const RecordHeader& h) {
+  return table_bytes(h.entries, h.withdrawals, 0) + kDigestBytes;
+}
+
+const char* check_record_confirm(const RecordConfirm& c, const RecordHeader& h, const char* rec,
+                                 Confirmation* out) {
+  if ((c.flags & ~uint16_t{kEntryEager}) != 0) return "a confirmation with an unknown flag";
+  out->slot = c.slot;
+  out->seq = c.seq;
+  out->eager = (c.flags & kEntryEager) != 0;
+  out->data = nullptr;
+  out->data_room = 0;
+  if (c.eager_offset == 0) return nullptr;
+  const size_t data_start =
+      align_up(table_bytes(h.entries, h.withdrawals, h.confirms) + h.label_bytes);
+  if (!out->eager || c.eager_offset < data_start || c.eager_offset % kRecordAlign != 0 ||
+      c.eager_offset >= h.bytes) {
+    return "a confirmation with an input outside the record's inputs";
+  }
+  out->data = rec + c.eager_offset;
+  out->data_room = static_cast<size_t>(h.bytes - c.eager_offset);
+  return nullptr;
+}
+
+void read_label(const char* rec, const RecordEntry& e, std::string* out) {
+  out->assign(rec + e.label_offset, e.label_bytes);  // within the record (checked)
+  for (char& c : *out) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  }
+}
+
 Descriptor entry_descriptor(const RecordEntry& e) {
   Descriptor d;
   d.kind = static_cast<algorithms::CollectiveKind>(e.kind);
@@ -181,6 +256,8 @@ std::string parse_record(const char* rec, size_t bytes, uint64_t round, int size
                          ParsedRecord* out) {
   out->entries.clear();
   out->withdrawals.clear();
+  out->confirms.clear();
+  out->digest = 0;
   RecordHeader h;
   std::string bad = check_record_header(rec, bytes, round, &h);
   if (!bad.empty()) return bad;
@@ -199,10 +276,7 @@ std::string parse_record(const char* rec, size_t bytes, uint64_t round, int size
       a.data = rec + e.eager_offset;
       a.data_bytes = static_cast<size_t>(e.eager_bytes);
     }
-    a.label.assign(rec + e.label_offset, e.label_bytes);  // within the record (checked)
-    for (char& c : a.label) {
-      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-    }
+    read_label(rec, e, &a.label);
     out->entries.push_back(std::move(a));
   }
   const char* w = rec + sizeof(RecordHeader) + h.entries * sizeof(RecordEntry);
@@ -210,6 +284,16 @@ std::string parse_record(const char* rec, size_t bytes, uint64_t round, int size
     RecordKey k;
     std::memcpy(&k, w + i * sizeof(RecordKey), sizeof(k));
     out->withdrawals.push_back({k.stream, k.seq});
+  }
+  if (h.confirms == 0) return "";
+  const size_t at = record_confirms_at(h);
+  std::memcpy(&out->digest, rec + at - kDigestBytes, kDigestBytes);
+  out->confirms.resize(h.confirms);
+  for (size_t i = 0; i < h.confirms; ++i) {
+    RecordConfirm c;
+    std::memcpy(&c, rec + at + i * sizeof(RecordConfirm), sizeof(c));
+    if (const char* why = check_record_confirm(c, h, rec, &out->confirms[i]))
+      return str_cat("record confirmation ", i, ": ", why);
   }
   return "";
 }

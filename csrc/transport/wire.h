@@ -15,8 +15,9 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format assumes li
 // BEAT frames, the error kind in ABRT flags; 7: halving-doubling all-reduce
 // (algorithm 5, phase 13), and auto picking it: two more values agreed at setup;
 // 8: negotiation records carry whole labels (up to 512 bytes, packed after the
-// table) instead of 39 characters in each entry
-constexpr uint32_t kProtocolVersion = 8;
+// table) instead of 39 characters in each entry; 9: records confirm agreed
+// collectives by their slot in the agreed cache (engine/agreed_cache.h)
+constexpr uint32_t kProtocolVersion = 9;
 constexpr uint64_t kHelloMagic = 0x314d4d4f43465450ULL;  // "PTFCOMM1"
 constexpr uint32_t kDataMagic = 0x41544144;              // "DATA"
 constexpr uint32_t kAbortMagic = 0x54524241;             // "ABRT"

@@ -244,7 +244,9 @@ class Communicator {
                      uint64_t* recv_counts, double timeout_s, uint32_t shape_tag) const;
 
   // Declared in the order they are made. transport_ first: connecting sets
-  // it and returns cfg_; close() resets it (the parts below see the null).
+  // it and returns cfg_. close() resets it once it holds the driver role for
+  // good: the queue sees the null; the driver and executor use it only while
+  // a thread drives.
   std::unique_ptr<transport::Transport> transport_;
   const EngineConfig cfg_;
   std::unique_ptr<StallInspector> inspector_;  // observability (docs/reliability.md)

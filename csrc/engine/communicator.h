@@ -16,29 +16,71 @@
 // negotiation and runs what was decided (its own collective or another's),
 // and a background thread drives for asynchronous requests (the TF ops) and
 // keeps the peers' liveness checked while nobody waits.
+//
+// Inside, by responsibility (each part a class of its own):
+//   Communicator   the public calls and the lifecycle (connect, close, fork,
+//                  timeline); owns the parts below, the transport and the
+//                  background thread.
+//   EngineConfig   what connecting settled (rank, size, groups, agreed
+//                  sizes): immutable, held by reference, read without a lock.
+//   RequestQueue   the requests submitted, the streams that number them, who
+//                  drives, and whether it is closed (request_queue.cc, and
+//                  waiting.cc: await and the background thread's loop).
+//   Driver         the negotiation rounds (driver.cc, out_of_step.cc,
+//                  join.cc); one thread at a time, the one holding the role.
+//   Executor       the data movement of a decided collective and the choice
+//                  of algorithm and segments (execute.cc); the driver's.
+//
+// Lock order (docs/architecture.md, "Engine internals"). Outer to inner;
+// a thread holding one may take only those below it:
+//   1. Fusion::mu_, Fusion::queue_mu_, FusionQueue::mu_ (engine/fusion*.h):
+//      held around whole collectives, which take the locks below.
+//   2. Communicator::timeline_mu_: start/stop_timeline only; it takes the
+//      timeline's own lock (4) and nothing else.
+//   3. RequestQueue::mu_: the engine's one lock. Held briefly, never while
+//      a thread waits for the transport, moves data, or runs a request's
+//      on_done or alloc_out (those run on the driving thread, unlocked);
+//      callers and the background thread sleep on its condition variables.
+//      Under it: Transport::wake() (lock-free) and the timeline's clock.
+//   4. Locks inside the transport, the timeline and the stall inspector:
+//      leaves, taken within their own calls.
+// The driver role is not a lock but a flag under mu_ (RequestQueue's
+// driving_): who holds it uses the Driver, the Executor and the transport
+// without mu_; close() takes it for good before it releases the transport.
+// Read without a lock, and why that is enough:
+//   - RequestQueue's has_submitted_ (acquire; set under mu_ after the
+//     request is queued): lets the driver skip mu_ when nothing is new.
+//   - closing_, interrupt_, interrupt_signal_: flags the driver polls in its
+//     waits; whoever sets them then wakes the transport.
+//   - sync_waiters_, async_pending_: counts a driver that is not a caller
+//     (the background thread, an inline submitter) polls to hand over or
+//     stop; interrupt_unattended reads async_pending_ from a signal's thread.
+//   - The timeline slot (set once, acquire/release), g_fork_generation
+//     (engine_config.h), Request::done() (request.h).
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "algorithms/collective.h"
 #include "common/algorithm.h"
 #include "common/dtype.h"
-#include "engine/negotiator.h"
+#include "engine/driver.h"
+#include "engine/engine_config.h"
 #include "engine/request.h"
-#include "observe/stall_inspector.h"
+#include "engine/request_queue.h"
+#include "engine/timeline_slot.h"
 #include "transport/transport.h"
 
 namespace pytfcomm {
 
-class Fusion;  // engine/fusion.h
+class Fusion;          // engine/fusion.h
+class StallInspector;  // observe/stall_inspector.h
 class Timeline;
 
 struct CommOptions {
@@ -70,20 +112,20 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  int local_rank() const { return local_.me; }
-  int local_size() const { return local_.size(); }
-  int num_hosts() const { return num_hosts_; }
+  int rank() const { return cfg_.rank; }
+  int size() const { return cfg_.size; }
+  int local_rank() const { return cfg_.local.me; }
+  int local_size() const { return cfg_.local.size(); }
+  int num_hosts() const { return cfg_.num_hosts; }
   // The port rank 0 listens on (useful when it was asked for port 0).
-  int root_port() const { return root_port_; }
+  int root_port() const { return cfg_.root_port; }
   // The deadline a call with timeout_s <= 0 gets (init's timeout, else PYTFCOMM_TIMEOUT).
-  double default_timeout_s() const { return timeout_s_; }
+  double default_timeout_s() const { return cfg_.timeout_s; }
   std::string host_of(int rank) const;
   // Topology, for backends that build their own groups (gpu/clique.cc).
-  const algorithms::Group& local_group() const { return local_; }
-  const algorithms::Group& cross_group() const { return cross_; }  // empty unless uniform
-  bool uniform_hosts() const { return uniform_hosts_; }
+  const algorithms::Group& local_group() const { return cfg_.local; }
+  const algorithms::Group& cross_group() const { return cfg_.cross; }  // empty unless uniform
+  bool uniform_hosts() const { return cfg_.uniform_hosts; }
 
   // Synchronous collectives: return when this rank's part is done. timeout_s
   // <= 0 means the communicator's default. shape_tag: a digest of the
@@ -159,7 +201,7 @@ class Communicator {
   // The algorithm "auto" would pick for an all-reduce of `bytes` (kOneShot:
   // within the negotiation round, when every rank asks in the same round).
   Algorithm choose_allreduce(size_t bytes) const;
-  Algorithm last_algorithm() const { return last_algorithm_; }
+  Algorithm last_algorithm() const { return driver_.executor().last_algorithm(); }
   // How many streams it keeps a numbering for (tests: named ones go when idle).
   size_t stream_states() const;
   // The pipeline segment algorithm `a` runs an all-reduce of `bytes` in
@@ -185,24 +227,6 @@ class Communicator {
   std::string start_timeline(const std::string& pattern);
   void stop_timeline();
 
- private:
-  enum class RoundState { kBetween, kInRound };
-
-  // Calls numbered per stream; the thread using a thread stream right now.
-  struct StreamState {
-    uint64_t next = 0;
-    std::thread::id user;
-    int active = 0;
-    int unattended = 0;  // submit_async's requests (TF ops') not finished
-  };
-  // Called with mu_ held: checks the communicator can take a request,
-  // gives it its key and queues it for the driver.
-  void enqueue_locked(Request* r, uint64_t stream, bool owned, StreamState* st = nullptr);
-  void run_sync(algorithms::CollectiveKind kind, const void* in, void* out, size_t count,
-                DType dtype, ReduceOp op, Algorithm algorithm, int root, double timeout_s,
-                uint32_t shape_tag, const CallKey* key);
-
- public:
   // Several synchronous requests (built with make_request()) issued together
   // as consecutive calls of the caller's stream: one round can announce them
   // all and their data moves back to back. Returns when all are done; throws
@@ -210,134 +234,26 @@ class Communicator {
   void run_requests(Request* const* rs, size_t n, const CallKey* key = nullptr);
 
  private:
-  void check_usable_locked() const;
+  void run_sync(algorithms::CollectiveKind kind, const void* in, void* out, size_t count,
+                DType dtype, ReduceOp op, Algorithm algorithm, int root, double timeout_s,
+                uint32_t shape_tag, const CallKey* key);
   // The fields allgatherv and alltoallv share: what each rank receives is
   // sized by `alloc` once the counts are known.
   void fill_variable(Request& r, algorithms::CollectiveKind kind, const void* in, size_t count,
                      DType dtype, const std::function<void*(uint64_t)>& alloc,
                      uint64_t* recv_counts, double timeout_s, uint32_t shape_tag) const;
-  // Throws kClosed in a forked child (lock-free: call it before any lock).
-  void check_process() const;
-  // Waits for every request, driving the engine whenever no other thread
-  // does; then releases `stream` (a thread stream in use by this call, or null).
-  void await(Request* const* rs, size_t n, StreamState* stream);
-  // With mu_ held: gives up the driver role and wakes who may take it.
-  void release_driver_locked();
-  // With mu_ held, after await(): the caller of `rs` no longer uses `s`, whose
-  // state goes if it is a named stream that they restarted (kNamedStreamBit:
-  // all agreed, nothing else in flight) or the communicator is closed.
-  void leave_stream_locked(Request* const* rs, size_t n, StreamState* s);
-  // With mu_ held: forgets `stream`'s numbering (it starts again at 0) unless
-  // something of it is in flight.
-  void release_stream_locked(uint64_t stream);
 
-  // The driver (driver.cc): one step of the negotiation, until done().
-  void drive(const std::function<bool()>& done);
-  void step(const std::function<bool()>& done);
-  void take_submissions();
-  void expire();
-  void publish_round();
-  void process_round();
-  void run_decision(Decision& d);
-  // This rank's part, as a joined rank, of a collective the others decided.
-  void run_adopted(const Decision& d);
-  // Numbers this rank's next calls on `stream` from `next`, those made and
-  // not yet announced included (out_of_step.cc).
-  void resync_stream(uint64_t stream, uint64_t next);
-  bool fast_round();
-  // Whether `r` may run within a round, and how many input bytes it adds.
-  bool eager_input(const Request& r, size_t* data_bytes) const;
-  bool data_complete(const Descriptor& desc, const std::vector<const char*>& data) const;
-  // A failure that ends the communicator: tell peers, fail every request.
-  void fail(const std::exception_ptr& error, ErrorKind kind, const std::string& what);
-  void finish(Request* r, std::exception_ptr error);
-  TimePoint earliest_deadline() const;
-
-  // Data movement of one decided collective (execute.cc).
-  void execute(Request& r, const Decision& d);
-  void execute_eager(Request& r, const Decision& d);
-  void run_algorithm(Request& r, const transport::MessageMeta& meta);
-  Algorithm resolve_allreduce(Algorithm asked, size_t bytes) const;
-
-  // The background thread (waiting.cc).
-  void background_loop();
-
-  int rank_;
-  int size_;
-  int root_port_ = 0;
-  int num_hosts_ = 1;
-  bool uniform_hosts_ = false;  // every host runs the same number of ranks
-  double timeout_s_;
-  uint64_t fork_generation_ = 0;
-  std::vector<std::string> hosts_;
-  algorithms::Group world_, local_, cross_;
+  // Declared in the order they are made. transport_ first: connecting sets
+  // it and returns cfg_. close() resets it once it holds the driver role for
+  // good: the queue sees the null; the driver and executor use it only while
+  // a thread drives.
   std::unique_ptr<transport::Transport> transport_;
-  algorithms::Workspace workspace_;
-  size_t eager_bytes_ = 0;            // largest input that may run within a round
-  double drive_s_ = 0;                // how long a submitting thread may drive (submit_async)
-  size_t segment_bytes_ = 0;          // the ring's pipeline segment (agreed)
-  size_t oversub_segment_bytes_ = 0;  // the ring's, ranks outnumbering cores (0: not so)
-  size_t halving_bytes_ = 0;          // auto's halving-doubling limit (agreed; 0: never)
-  bool all_shared_memory_ = false;    // every pair of ranks shares memory (agreed)
-
-  // Shared between threads, under mu_.
-  mutable std::mutex mu_;
-  std::condition_variable cv_;       // for callers: a request finished, or the driver left
-  std::condition_variable bg_cv_;    // for the background thread: work, or the end
-  int waiters_ = 0;                  // threads waiting on cv_
-  std::vector<Request*> submitted_;  // not yet taken by the driver
-  std::vector<std::unique_ptr<Request>> owned_submitted_;
-  std::unordered_map<uint64_t, StreamState> streams_;
-  bool driving_ = false;               // some thread drives
-  std::atomic<int> sync_waiters_{0};   // synchronous callers waiting for the role
-  std::atomic<int> async_pending_{0};  // asynchronous requests not finished
-  std::atomic<bool> has_submitted_{false};
-  std::atomic<bool> closing_{false};           // close() waits for the driver to leave
-  std::atomic<bool> interrupt_{false};         // a waiting caller was interrupted
-  std::atomic<bool> interrupt_signal_{false};  // ... or Ctrl-C came while TF ops waited
-  bool closed_ = false;
-  bool stop_ = false;    // the background thread must end
-  std::string failure_;  // why the communicator was closed by an error
-
-  // The driver's (one thread at a time, while driving_).
-  Negotiator negotiator_;
-  RoundState state_ = RoundState::kBetween;
-  uint64_t round_ = 1;
-  uint32_t exec_seq_ = 0;
-  std::vector<Request*> fresh_;          // taken, not yet announced
-  std::vector<CollectiveKey> withdraw_;  // announced, past their deadline
-  TimePoint round_deadline_ = TimePoint::max();
-  TimePoint inline_until_ = TimePoint::max();  // a submitting thread drives until then
-  Decision fast_decision_;
-  std::vector<const char*> fast_data_;
-  Announcement fast_one_;   // a record's one collective (fast_round)
-  std::string fast_label_;  // rank 0's label of it, which the agreed cache learns
-
-  double beat_s_ = 0;  // liveness heartbeat interval (0: off)
-  std::unordered_map<Request*, std::unique_ptr<Request>> owned_;  // async requests
-  std::vector<ParsedRecord> parsed_;
-  RecordWriter writer_;
-  std::string context_;
-  Algorithm last_algorithm_ = Algorithm::kAuto;
-
-  // Observability (docs/timeline.md, docs/reliability.md).
-  std::unique_ptr<StallInspector> inspector_;
-  // Null until a timeline is started, then set once: hooks on any thread
-  // test it and use it without a lock (`if (timeline_) timeline_->...`).
-  class TimelineSlot {
-   public:
-    explicit operator bool() const { return get() != nullptr; }
-    Timeline* operator->() const { return get(); }
-    Timeline* get() const { return ptr_.load(std::memory_order_acquire); }
-    void set(std::unique_ptr<Timeline> t);  // only while null
-    Timeline* release();
-
-   private:
-    std::unique_ptr<Timeline> owned_;
-    std::atomic<Timeline*> ptr_{nullptr};
-  };
-  TimelineSlot timeline_;
-  std::mutex timeline_mu_;  // start/stop at run time
+  const EngineConfig cfg_;
+  std::unique_ptr<StallInspector> inspector_;  // observability (docs/reliability.md)
+  TimelineSlot timeline_;                      // docs/timeline.md
+  std::mutex timeline_mu_;                     // start/stop at run time
+  RequestQueue queue_;
+  Driver driver_;
   std::unique_ptr<Fusion> fusion_;
   std::thread background_;  // last: it uses everything above
 };

@@ -15,10 +15,10 @@
 #include "common/interrupt.h"
 #include "common/logging.h"
 #include "common/param.h"
-#include "engine/communicator.h"
+#include "engine/driver.h"
+#include "engine/engine_config.h"
 #include "engine/round_record.h"
-#include "engine/user_interrupt.h"
-#include "observe/timeline.h"
+#include "observe/stall_inspector.h"
 
 namespace pytfcomm {
 
@@ -47,51 +47,45 @@ struct FlagCheck {
 
 }  // namespace
 
-void Communicator::finish(Request* r, std::exception_ptr error) {
+Driver::Driver(const EngineConfig& cfg, RequestQueue& queue, transport::Transport* transport,
+               StallInspector* inspector, const TimelineSlot& timeline)
+    : cfg_(cfg),
+      queue_(queue),
+      transport_(transport),
+      inspector_(inspector),
+      negotiator_(cfg.rank, cfg.size),
+      executor_(cfg, transport, inspector, timeline, context_) {
+  if (cfg_.size > 1) transport_->round_arm(round_);
+}
+
+void Driver::finish(Request* r, std::exception_ptr error) {
   std::unique_ptr<Request> owned;
   auto it = owned_.find(r);
   if (it != owned_.end()) {
     owned = std::move(it->second);
     owned_.erase(it);
   }
-  if (owned) {
-    // Before complete(): its callback may let TF start the op's next
-    // execution, which must find this one gone (submit_async).
-    std::lock_guard<std::mutex> lock(mu_);
-    --streams_[r->key.stream].unattended;
-  }
+  // Before complete(): its callback may let TF start the op's next
+  // execution, which must find this one gone (submit_async).
+  if (owned) queue_.unattended_done(r->key.stream);
   r->complete(error);  // a synchronous owner may destroy `r` from here on
-  if (owned) {
-    async_pending_.fetch_sub(1);
-    note_unattended(-1);
-  }
-  // Under mu_: a caller that saw its request pending is then either asleep
-  // (and counted in waiters_) or will see it done.
-  std::lock_guard<std::mutex> lock(mu_);
-  if (waiters_ > 0) cv_.notify_all();
+  if (owned) queue_.async_done();
+  queue_.notify_waiters();
 }
 
-TimePoint Communicator::earliest_deadline() const {
+TimePoint Driver::earliest_deadline() const {
   TimePoint t = TimePoint::max();
   for (const auto& kv : negotiator_.mine()) t = std::min(t, kv.second->deadline);
   for (const Request* r : fresh_) t = std::min(t, r->deadline);
   return t;
 }
 
-void Communicator::take_submissions() {
-  if (!has_submitted_.load(std::memory_order_acquire)) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  has_submitted_.store(false, std::memory_order_relaxed);
-  fresh_.insert(fresh_.end(), submitted_.begin(), submitted_.end());
-  submitted_.clear();
-  for (auto& owned : owned_submitted_) {
-    Request* r = owned.get();
-    owned_.emplace(r, std::move(owned));
-  }
-  owned_submitted_.clear();
+void Driver::take_submissions() {
+  if (!queue_.has_submitted()) return;
+  queue_.take(&fresh_, &owned_);
 }
 
-void Communicator::expire() {
+void Driver::expire() {
   const TimePoint now = Clock::now();
   // Never announced (records were full): nobody else can have decided it.
   for (size_t i = 0; i < fresh_.size();) {
@@ -114,7 +108,7 @@ void Communicator::expire() {
   }
 }
 
-bool Communicator::eager_input(const Request& r, size_t* data_bytes) const {
+bool Driver::eager_input(const Request& r, size_t* data_bytes) const {
   *data_bytes = 0;
   if (r.external) return false;  // its buffers are not host memory
   const size_t bytes = r.bytes();
@@ -127,19 +121,19 @@ bool Communicator::eager_input(const Request& r, size_t* data_bytes) const {
       [[fallthrough]];
     case algorithms::CollectiveKind::kAllgather:
     case algorithms::CollectiveKind::kAllgatherv:
-      if (bytes > eager_bytes_) return false;
+      if (bytes > cfg_.eager_bytes) return false;
       *data_bytes = bytes;
       return true;
     case algorithms::CollectiveKind::kBroadcast:
-      if (bytes > eager_bytes_) return false;
-      if (r.desc.root == rank_) *data_bytes = bytes;
+      if (bytes > cfg_.eager_bytes) return false;
+      if (r.desc.root == cfg_.rank) *data_bytes = bytes;
       return true;
     default:
       return false;
   }
 }
 
-void Communicator::publish_round() {
+void Driver::publish_round() {
   RecordWriter& w = writer_;
   w.reset(transport_->round_outbox(), transport_->round_capacity(), round_);
   // Withdrawals first: a key withdrawn here cannot be decided in this round.
@@ -187,7 +181,7 @@ void Communicator::publish_round() {
   round_deadline_ = earliest;
   const Request* oldest = nullptr;
   if (earliest != TimePoint::max()) {
-    double shortest = timeout_s_;
+    double shortest = cfg_.timeout_s;
     for (const auto& kv : negotiator_.mine()) {
       shortest = std::min(shortest, kv.second->timeout_s);
       if (kv.second->deadline == earliest) oldest = kv.second;
@@ -203,7 +197,7 @@ void Communicator::publish_round() {
   }
 }
 
-void Communicator::step(const std::function<bool()>& done) {
+void Driver::step(const std::function<bool()>& done) {
   if (state_ == RoundState::kBetween) {
     take_submissions();
     expire();
@@ -231,9 +225,8 @@ void Communicator::step(const std::function<bool()>& done) {
     try {
       transport_->wait_for(
           [&] {
-            return has_submitted_.load(std::memory_order_acquire) || transport_->round_started() ||
-                   done() || closing_.load(std::memory_order_relaxed) ||
-                   interrupt_.load(std::memory_order_relaxed);
+            return queue_.has_submitted() || transport_->round_started() || done() ||
+                   queue_.closing() || queue_.interrupted();
           },
           wake_by);
     } catch (...) {
@@ -254,9 +247,8 @@ void Communicator::step(const std::function<bool()>& done) {
     try {
       transport_->wait_for(
           [&] {
-            return transport_->round_complete() || done() ||
-                   closing_.load(std::memory_order_relaxed) ||
-                   interrupt_.load(std::memory_order_relaxed);
+            return transport_->round_complete() || done() || queue_.closing() ||
+                   queue_.interrupted();
           },
           inline_until_);
     } catch (...) {
@@ -273,18 +265,18 @@ void Communicator::step(const std::function<bool()>& done) {
   state_ = RoundState::kBetween;
 }
 
-bool Communicator::fast_round() {
+bool Driver::fast_round() {
   if (negotiator_.mine().size() != 1 || !negotiator_.tables_empty()) return false;
   Request* mine = negotiator_.mine().begin()->second;
-  fast_data_.assign(static_cast<size_t>(size_), nullptr);
+  fast_data_.assign(static_cast<size_t>(cfg_.size), nullptr);
   bool eager = true;
   Announcement& a = fast_one_;
-  for (int r = 0; r < size_; ++r) {
+  for (int r = 0; r < cfg_.size; ++r) {
     size_t n = 0;
     const char* rec = transport_->round_record(r, &n);
     // In full or by its slot in the agreed cache; rank 0's label is what the
     // cache learns, on every rank alike.
-    if (!negotiator_.cache().only_announcement(rec, n, round_, size_, r == 0, &a) ||
+    if (!negotiator_.cache().only_announcement(rec, n, round_, cfg_.size, r == 0, &a) ||
         !(a.key == mine->key) || !(a.desc == mine->desc) ||
         a.external != (mine->external != nullptr)) {
       return false;  // the full path decides, and explains
@@ -305,8 +297,7 @@ bool Communicator::fast_round() {
   return true;
 }
 
-bool Communicator::data_complete(const Descriptor& desc,
-                                 const std::vector<const char*>& data) const {
+bool Driver::data_complete(const Descriptor& desc, const std::vector<const char*>& data) const {
   switch (desc.kind) {
     case algorithms::CollectiveKind::kBarrier:
       return true;
@@ -323,13 +314,13 @@ bool Communicator::data_complete(const Descriptor& desc,
   }
 }
 
-void Communicator::process_round() {
+void Driver::process_round() {
   if (fast_round()) return;
-  parsed_.resize(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r) {
+  parsed_.resize(static_cast<size_t>(cfg_.size));
+  for (int r = 0; r < cfg_.size; ++r) {
     size_t n = 0;
     const char* rec = transport_->round_record(r, &n);
-    std::string bad = parse_record(rec, n, round_, size_, &parsed_[static_cast<size_t>(r)]);
+    std::string bad = parse_record(rec, n, round_, cfg_.size, &parsed_[static_cast<size_t>(r)]);
     if (!bad.empty()) {
       PTC_THROW(kPeerLost, transport_->describe_peer(r), " sent a malformed negotiation record (",
                 bad, "): a corrupt stream or another pytfcomm version");
@@ -352,7 +343,7 @@ void Communicator::process_round() {
   }
 }
 
-void Communicator::run_decision(Decision& d) {
+void Driver::run_decision(Decision& d) {
   if (d.adopted) {
     run_adopted(d);
     return;
@@ -364,7 +355,7 @@ void Communicator::run_decision(Decision& d) {
   }
   r->agreed = true;
   try {
-    execute(*r, d);
+    executor_.execute(*r, d);
   } catch (...) {
     finish(r, std::current_exception());
     throw;
@@ -373,15 +364,15 @@ void Communicator::run_decision(Decision& d) {
   finish(r, nullptr);
 }
 
-void Communicator::drive(const std::function<bool()>& done) {
+void Driver::drive(const std::function<bool()>& done) {
   // A thread with no interrupt check of its own (the background thread, a TF
   // op's) stops its waits, data phases included, when interrupt_ is set.
   std::optional<FlagCheck> check;
-  if (!interruptible()) check.emplace(&interrupt_);
+  if (!interruptible()) check.emplace(queue_.interrupt_flag());
   while (!done()) {
-    if (closing_.load(std::memory_order_relaxed)) return;  // close() fails what is left
-    if (interrupt_.load(std::memory_order_relaxed)) {
-      const char* why = interrupt_signal_.load()
+    if (queue_.closing()) return;  // close() fails what is left
+    if (queue_.interrupted()) {
+      const char* why = queue_.interrupted_by_signal()
                             ? "interrupted by the user (Ctrl-C) while TF ops waited for their "
                               "collectives; this communicator is closed and the other ranks "
                               "were told"
@@ -403,24 +394,9 @@ void Communicator::drive(const std::function<bool()>& done) {
   }
 }
 
-bool Communicator::interrupt_unattended() {
-  if (async_pending_.load() == 0) return false;
-  interrupt_signal_.store(true);
-  interrupt_.store(true);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (transport_ && driving_) transport_->wake();
-  bg_cv_.notify_one();
-  if (waiters_ > 0) cv_.notify_all();
-  return true;
-}
-
-void Communicator::fail(const std::exception_ptr& error, ErrorKind kind, const std::string& what) {
+void Driver::fail(const std::exception_ptr& error, ErrorKind kind, const std::string& what) {
   std::string why = str_cat(error_kind_name(kind), " error in ", context_, ": ", what);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (failure_.empty()) failure_ = why;
-    closed_ = true;
-  }
+  queue_.set_failed(why);
   PTC_LOG(kError, why);
   transport_->abort(what, kind);
   // Everything this rank holds fails with the class of the root cause.
@@ -436,6 +412,18 @@ void Communicator::fail(const std::exception_ptr& error, ErrorKind kind, const s
   fresh_.clear();
   for (Request* r : all) finish(r, kind == ErrorKind::kInterrupted ? error : others);
   (void)error;
+}
+
+void Driver::drive_until(TimePoint until, const std::function<bool()>& done) {
+  inline_until_ = until;
+  drive(done);
+  inline_until_ = TimePoint::max();
+}
+
+void Driver::abandon(const std::exception_ptr& error) {
+  for (auto& kv : negotiator_.mine()) finish(kv.second, error);
+  for (Request* r : fresh_) finish(r, error);
+  fresh_.clear();
 }
 
 }  // namespace pytfcomm

@@ -10,8 +10,11 @@
 #include "common/logging.h"
 #include "common/param.h"
 #include "common/reduce.h"
-#include "engine/communicator.h"
+#include "engine/engine_config.h"
+#include "engine/executor.h"
 #include "engine/external.h"
+#include "engine/timeline_slot.h"
+#include "observe/stall_inspector.h"
 #include "observe/timeline.h"
 
 namespace pytfcomm {
@@ -48,7 +51,15 @@ void* result_buffer(Request& r, uint64_t total, algorithms::Workspace& ws) {
 
 }  // namespace
 
-void Communicator::execute_eager(Request& r, const Decision& d) {
+Executor::Executor(const EngineConfig& cfg, transport::Transport* transport,
+                   StallInspector* inspector, const TimelineSlot& timeline, std::string& context)
+    : cfg_(cfg),
+      transport_(transport),
+      inspector_(inspector),
+      timeline_(timeline),
+      context_(context) {}
+
+void Executor::execute_eager(Request& r, const Decision& d) {
   const size_t count = static_cast<size_t>(r.desc.count);
   const size_t bytes = r.bytes();
   const DType dt = r.desc.dtype;
@@ -60,11 +71,11 @@ void Communicator::execute_eager(Request& r, const Decision& d) {
       // records (never from `out`, which may be this rank's input): every
       // rank computes the very same bits. A mean divides once, last.
       const ReduceOp op = r.desc.op;
-      for (int i = 1; i < size_; ++i) {
+      for (int i = 1; i < cfg_.size; ++i) {
         const void* a = i == 1 ? d.data[0] : r.out;
         const void* b = d.data[static_cast<size_t>(i)];
-        if (op == ReduceOp::kMean && i == size_ - 1) {
-          reduce_divide(r.out, a, b, count, dt, size_);
+        if (op == ReduceOp::kMean && i == cfg_.size - 1) {
+          reduce_divide(r.out, a, b, count, dt, cfg_.size);
         } else {
           reduce(r.out, a, b, count, dt, op);
         }
@@ -72,14 +83,14 @@ void Communicator::execute_eager(Request& r, const Decision& d) {
       return;
     }
     case CollectiveKind::kBroadcast:
-      if (rank_ != r.desc.root && bytes) {
+      if (cfg_.rank != r.desc.root && bytes) {
         std::memcpy(r.out, d.data[static_cast<size_t>(r.desc.root)], bytes);
       }
       return;
     case CollectiveKind::kAllgatherv: {
       // Counts came with the records; inputs too, each of its own size.
       char* out = static_cast<char*>(r.out);
-      for (int i = 0; i < size_; ++i) {
+      for (int i = 0; i < cfg_.size; ++i) {
         const size_t n = static_cast<size_t>(r.recv_counts[i]) * dtype_size(dt);
         if (n) std::memcpy(out, d.data[static_cast<size_t>(i)], n);
         out += n;
@@ -87,7 +98,7 @@ void Communicator::execute_eager(Request& r, const Decision& d) {
       return;
     }
     case CollectiveKind::kAllgather:
-      for (int i = 0; i < size_ && bytes; ++i) {
+      for (int i = 0; i < cfg_.size && bytes; ++i) {
         std::memcpy(static_cast<char*>(r.out) + static_cast<size_t>(i) * bytes,
                     d.data[static_cast<size_t>(i)], bytes);
       }
@@ -97,13 +108,13 @@ void Communicator::execute_eager(Request& r, const Decision& d) {
   }
 }
 
-void Communicator::execute(Request& r, const Decision& d) {
+void Executor::execute(Request& r, const Decision& d) {
   const uint32_t seq = exec_seq_++;
   transport::MessageMeta meta = meta_of(r, seq);
   if (r.desc.kind == CollectiveKind::kAllgatherv) {
     // Every rank's count came with the negotiation: no message of its own.
     uint64_t total = 0;
-    for (int i = 0; i < size_; ++i) {
+    for (int i = 0; i < cfg_.size; ++i) {
       r.recv_counts[i] = d.counts.empty() ? r.desc.count : d.counts[static_cast<size_t>(i)];
       total += r.recv_counts[i];
     }
@@ -163,7 +174,29 @@ void Communicator::execute(Request& r, const Decision& d) {
   if (timeline_) timeline_->end_collective(false);
 }
 
-size_t Communicator::allreduce_segment(Algorithm a, size_t bytes) const {
+Algorithm Executor::choose_allreduce(size_t bytes) const {
+  if (cfg_.size > 1 && bytes <= cfg_.eager_bytes) return Algorithm::kOneShot;
+  return resolve_allreduce(Algorithm::kAuto, bytes);
+}
+
+Algorithm Executor::resolve_allreduce(Algorithm asked, size_t bytes) const {
+  if (asked == Algorithm::kOneShot) return Algorithm::kRecursiveDoubling;  // not in the round
+  if (asked != Algorithm::kAuto) return asked;
+  if (bytes <= static_cast<size_t>(params().small_bytes)) return Algorithm::kRecursiveDoubling;
+  if (cfg_.num_hosts > 1 && cfg_.uniform_hosts && cfg_.local.size() > 1) {
+    return Algorithm::kHierarchical;
+  }
+  // 4, 8, 16, ... ranks with some of them over TCP: 2 log2(n) pairwise
+  // exchanges instead of 2(n-1) ring steps (at 2 ranks the two are the same
+  // exchange; over shared memory alone it measured no faster: docs/benchmarks.md).
+  const bool power_of_two = (cfg_.size & (cfg_.size - 1)) == 0;
+  if (cfg_.size >= 4 && power_of_two && !cfg_.all_shared_memory && bytes <= cfg_.halving_bytes) {
+    return Algorithm::kHalvingDoubling;
+  }
+  return Algorithm::kRing;
+}
+
+size_t Executor::allreduce_segment(Algorithm a, size_t bytes) const {
   // Ranks outnumber cores somewhere and some pairs talk over TCP (and
   // PYTFCOMM_OVERSUB_SEGMENT_BYTES is not off): fewer, larger pieces mean
   // fewer receives racing the sending core for the socket's lock
@@ -171,13 +204,14 @@ size_t Communicator::allreduce_segment(Algorithm a, size_t bytes) const {
   // holds two of them, so that reducing one overlaps moving the next: the
   // ring's is a rank's chunk, halving-doubling's the half its first step swaps.
   const bool ring = a == Algorithm::kRing;
-  if (!ring && a != Algorithm::kHalvingDoubling) return segment_bytes_;
-  if (oversub_segment_bytes_ == 0 || all_shared_memory_) return segment_bytes_;
-  const size_t largest = ring ? bytes / static_cast<size_t>(size_) : bytes / 2;
-  return largest >= 2 * oversub_segment_bytes_ ? oversub_segment_bytes_ : segment_bytes_;
+  if (!ring && a != Algorithm::kHalvingDoubling) return cfg_.segment_bytes;
+  if (cfg_.oversub_segment_bytes == 0 || cfg_.all_shared_memory) return cfg_.segment_bytes;
+  const size_t largest = ring ? bytes / static_cast<size_t>(cfg_.size) : bytes / 2;
+  return largest >= 2 * cfg_.oversub_segment_bytes ? cfg_.oversub_segment_bytes
+                                                   : cfg_.segment_bytes;
 }
 
-void Communicator::run_algorithm(Request& r, const transport::MessageMeta& meta) {
+void Executor::run_algorithm(Request& r, const transport::MessageMeta& meta) {
   transport_->set_context(context_);
   // The data moves once every rank is here: its deadline starts now.
   transport_->set_deadline(deadline_after(r.timeout_s));
@@ -197,56 +231,58 @@ void Communicator::run_algorithm(Request& r, const transport::MessageMeta& meta)
       if (timeline_) timeline_->note_algorithm(algorithm_name(a), algorithm_name(asked));
       switch (a) {
         case Algorithm::kRecursiveDoubling:
-          algorithms::recursive_doubling_allreduce(ctx, world_,
+          algorithms::recursive_doubling_allreduce(ctx, cfg_.world,
                                                    algorithms::Phase::kRecursiveDoubling, r.in,
-                                                   r.out, count, dt, r.desc.op, size_);
+                                                   r.out, count, dt, r.desc.op, cfg_.size);
           break;
         case Algorithm::kHalvingDoubling:
-          algorithms::halving_doubling_allreduce(ctx, world_, algorithms::Phase::kHalvingDoubling,
-                                                 r.in, r.out, count, dt, r.desc.op, size_);
+          algorithms::halving_doubling_allreduce(ctx, cfg_.world,
+                                                 algorithms::Phase::kHalvingDoubling, r.in, r.out,
+                                                 count, dt, r.desc.op, cfg_.size);
           break;
         case Algorithm::kHierarchical:
-          algorithms::hierarchical_allreduce(ctx, local_, cross_, r.in, r.out, count, dt, r.desc.op,
-                                             size_, static_cast<size_t>(params().small_bytes));
+          algorithms::hierarchical_allreduce(ctx, cfg_.local, cfg_.cross, r.in, r.out, count, dt,
+                                             r.desc.op, cfg_.size,
+                                             static_cast<size_t>(params().small_bytes));
           break;
         default:
-          algorithms::ring_allreduce(ctx, world_, algorithms::Phase::kRing, r.in, r.out, count, dt,
-                                     r.desc.op, size_);
+          algorithms::ring_allreduce(ctx, cfg_.world, algorithms::Phase::kRing, r.in, r.out, count,
+                                     dt, r.desc.op, cfg_.size);
       }
       break;
     }
     case CollectiveKind::kBroadcast:
-      algorithms::broadcast(ctx, world_, r.out, count, dt, r.desc.root);
+      algorithms::broadcast(ctx, cfg_.world, r.out, count, dt, r.desc.root);
       break;
     case CollectiveKind::kAllgather:
       if (timeline_) timeline_->note_algorithm("ring", nullptr);
-      algorithms::allgather(ctx, world_, r.in, r.out, count, dt);
+      algorithms::allgather(ctx, cfg_.world, r.in, r.out, count, dt);
       break;
     case CollectiveKind::kReduceScatter:
       if (timeline_) timeline_->note_algorithm("ring", nullptr);
-      algorithms::reduce_scatter(ctx, world_, r.in, r.out, count, dt, r.desc.op, size_);
+      algorithms::reduce_scatter(ctx, cfg_.world, r.in, r.out, count, dt, r.desc.op, cfg_.size);
       break;
     case CollectiveKind::kAllgatherv: {
       const uint64_t* counts = r.recv_counts;
       bool equal = true;
-      for (int i = 1; i < size_; ++i) equal &= counts[i] == counts[0];
+      for (int i = 1; i < cfg_.size; ++i) equal &= counts[i] == counts[0];
       if (equal) {
         // Equal counts: the very all-gather of equal blocks, no cost for the v.
         if (timeline_) timeline_->note_algorithm("ring", nullptr);
-        algorithms::allgather(ctx, world_, r.in, r.out, static_cast<size_t>(counts[0]), dt);
+        algorithms::allgather(ctx, cfg_.world, r.in, r.out, static_cast<size_t>(counts[0]), dt);
       } else {
         if (timeline_) timeline_->note_algorithm("ringv", nullptr);
-        algorithms::allgatherv(ctx, world_, r.in, r.out, counts, dt);
+        algorithms::allgatherv(ctx, cfg_.world, r.in, r.out, counts, dt);
       }
       break;
     }
     case CollectiveKind::kAlltoallv: {
       if (timeline_) timeline_->note_algorithm("pairwise", nullptr);
-      algorithms::alltoallv_counts(ctx, world_, r.send_counts, r.recv_counts);
+      algorithms::alltoallv_counts(ctx, cfg_.world, r.send_counts, r.recv_counts);
       uint64_t total = 0;
-      for (int i = 0; i < size_; ++i) total += r.recv_counts[i];
+      for (int i = 0; i < cfg_.size; ++i) total += r.recv_counts[i];
       r.out = result_buffer(r, total, workspace_);
-      algorithms::alltoallv(ctx, world_, r.in, r.send_counts, r.out, r.recv_counts, dt);
+      algorithms::alltoallv(ctx, cfg_.world, r.in, r.send_counts, r.out, r.recv_counts, dt);
       break;
     }
     default:

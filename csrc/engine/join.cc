@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "engine/communicator.h"
+#include "engine/driver.h"
+#include "engine/engine_config.h"
 #include "engine/round_record.h"
 
 namespace pytfcomm {
@@ -64,25 +65,18 @@ std::vector<char> identity(ReduceOp op, DType dtype, size_t count) {
 
 }  // namespace
 
-void Communicator::run_adopted(const Decision& d) {
-  {
-    // The others called this the seq-th collective of its stream: so did we,
-    // for numbering, or this rank's later calls would pair with the wrong ones.
-    // A named stream the others' agreed call restarted restarts here too.
-    std::lock_guard<std::mutex> lock(mu_);
-    StreamState& st = streams_[d.key.stream];
-    if (st.next <= d.key.seq) st.next = d.key.seq + 1;
-    if (is_named_stream(d.key.stream) && d.mismatch.empty()) release_stream_locked(d.key.stream);
-  }
+void Driver::run_adopted(const Decision& d) {
+  queue_.adopt(d.key, d.mismatch.empty());
   if (!d.mismatch.empty()) return;  // the ranks that asked raise; nothing moves
   using algorithms::CollectiveKind;
   Request r;
   r.key = d.key;
   r.desc = d.desc;
   r.label = "this joined rank's part";
-  r.timeout_s = timeout_s_;
+  r.timeout_s = cfg_.timeout_s;
   std::vector<char> in, out;
-  std::vector<uint64_t> send(static_cast<size_t>(size_), 0), recv(static_cast<size_t>(size_), 0);
+  std::vector<uint64_t> send(static_cast<size_t>(cfg_.size), 0);
+  std::vector<uint64_t> recv(static_cast<size_t>(cfg_.size), 0);
   const size_t count = static_cast<size_t>(d.desc.count);
   switch (d.desc.kind) {
     case CollectiveKind::kAllreduce:
@@ -111,7 +105,7 @@ void Communicator::run_adopted(const Decision& d) {
   r.in =
       in.empty() ? (d.desc.kind == CollectiveKind::kBroadcast ? out.data() : nullptr) : in.data();
   if (!r.out) r.out = out.empty() ? nullptr : out.data();
-  execute(r, d);  // a failure here is the engine's: it fails every rank's requests
+  executor_.execute(r, d);  // a failure here is the engine's: it fails every rank's requests
 }
 
 }  // namespace pytfcomm

@@ -19,30 +19,10 @@
 #include <unordered_map>
 
 #include "common/error.h"
-#include "engine/communicator.h"
+#include "engine/driver.h"
 #include "engine/negotiator.h"
 
 namespace pytfcomm {
-
-namespace {
-
-// Replaces the call number in `label` ("allreduce #12 of MainThread",
-// "op:train_step#3 #12"): the last "#<old>" not followed by a digit.
-void renumber_label(std::string* label, uint64_t old, uint64_t now) {
-  const std::string from = "#" + std::to_string(old);
-  size_t at = label->rfind(from);
-  while (at != std::string::npos) {
-    const size_t end = at + from.size();
-    if (end == label->size() || (*label)[end] < '0' || (*label)[end] > '9') {
-      label->replace(at, from.size(), "#" + std::to_string(now));
-      return;
-    }
-    if (at == 0) return;
-    at = label->rfind(from, at - 1);
-  }
-}
-
-}  // namespace
 
 void Negotiator::fail_out_of_step(std::vector<Decision>* out) {
   resyncs_.clear();
@@ -153,21 +133,13 @@ void Negotiator::fail_out_of_step(std::vector<Decision>* out) {
   });
 }
 
-void Communicator::resync_stream(uint64_t stream, uint64_t next) {
+void Driver::resync_stream(uint64_t stream, uint64_t next) {
   // Withdrawals not yet published of the calls that just failed.
   withdraw_.erase(std::remove_if(withdraw_.begin(), withdraw_.end(),
                                  [&](const CollectiveKey& k) { return k.stream == stream; }),
                   withdraw_.end());
   // Calls not announced yet: numbered from `next`, in the order they were made.
-  auto renumber = [&](Request* r) {
-    if (r->key.stream != stream) return;
-    renumber_label(&r->label, r->key.seq, next);
-    r->key.seq = next++;
-  };
-  std::lock_guard<std::mutex> lock(mu_);
-  for (Request* r : fresh_) renumber(r);
-  for (Request* r : submitted_) renumber(r);
-  streams_[stream].next = next;
+  queue_.restart_stream(stream, next, fresh_);
 }
 
 }  // namespace pytfcomm

@@ -7,12 +7,14 @@
 #include "common/error.h"
 #include "common/interrupt.h"
 #include "common/logging.h"
-#include "engine/communicator.h"
+#include "engine/driver.h"
+#include "engine/engine_config.h"
+#include "engine/request_queue.h"
 #include "engine/thread_stream.h"
 
 namespace pytfcomm {
 
-void Communicator::await(Request* const* rs, size_t n, StreamState* stream) {
+void RequestQueue::await(Request* const* rs, size_t n, StreamState* stream, Driver& driver) {
   // Requests complete in order of their decisions, not necessarily in ours.
   auto all_done = [rs, n] {
     for (size_t i = 0; i < n; ++i) {
@@ -22,19 +24,19 @@ void Communicator::await(Request* const* rs, size_t n, StreamState* stream) {
   };
   std::unique_lock<std::mutex> lock(mu_);
   struct Release {  // under mu_ (held whenever the loop is left)
-    Communicator* c;
+    RequestQueue* q;
     Request* const* rs;
     size_t n;
     StreamState* s;
     ~Release() {
-      if (s) c->leave_stream_locked(rs, n, s);
+      if (s) q->leave_stream_locked(rs, n, s);
     }
   } release{this, rs, n, stream};
   while (!all_done()) {
     if (!driving_) {
       driving_ = true;
       lock.unlock();
-      drive(all_done);
+      driver.drive(all_done);
       lock.lock();
       release_driver_locked();
       continue;
@@ -66,7 +68,7 @@ void Communicator::await(Request* const* rs, size_t n, StreamState* stream) {
   }
 }
 
-void Communicator::leave_stream_locked(Request* const* rs, size_t n, StreamState* s) {
+void RequestQueue::leave_stream_locked(Request* const* rs, size_t n, StreamState* s) {
   --s->active;
   if (n == 0) return;
   bool agreed = true;
@@ -75,24 +77,41 @@ void Communicator::leave_stream_locked(Request* const* rs, size_t n, StreamState
   if (closed_ || (agreed && is_named_stream(stream))) release_stream_locked(stream);
 }
 
-void Communicator::release_stream_locked(uint64_t stream) {
+void RequestQueue::release_stream_locked(uint64_t stream) {
   auto it = streams_.find(stream);
   if (it != streams_.end() && it->second.active == 0 && it->second.unattended == 0) {
     streams_.erase(it);
   }
 }
 
-void Communicator::release_driver_locked() {
+void RequestQueue::release_driver_locked() {
   driving_ = false;
   if (waiters_ > 0) cv_.notify_all();
   if (async_pending_.load() > 0) bg_cv_.notify_one();
 }
 
-void Communicator::background_loop() {
+void RequestQueue::release_driver() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_driver_locked();
+}
+
+bool RequestQueue::interrupt_unattended() {
+  if (async_pending_.load() == 0) return false;
+  interrupt_signal_.store(true);
+  interrupt_.store(true);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (transport_ && driving_) transport_->wake();
+  bg_cv_.notify_one();
+  if (waiters_ > 0) cv_.notify_all();
+  return true;
+}
+
+void RequestQueue::background_loop(Driver& driver) {
   set_thread_stream("pytfcomm:background");
-  set_log_rank(rank_);
+  set_log_rank(cfg_.rank);
+  const double beat_s = cfg_.beat_s;
   const auto beat = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(beat_s_ > 0 ? beat_s_ : 1.0));
+      std::chrono::duration<double>(beat_s > 0 ? beat_s : 1.0));
   TimePoint next_beat = Clock::now() + beat;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
@@ -103,7 +122,7 @@ void Communicator::background_loop() {
     if (!driving_ && async_pending_.load() > 0 && sync_waiters_.load() == 0) {
       driving_ = true;
       lock.unlock();
-      drive([this] {
+      driver.drive([this] {
         return async_pending_.load(std::memory_order_relaxed) == 0 ||
                sync_waiters_.load(std::memory_order_relaxed) > 0;
       });
@@ -112,25 +131,25 @@ void Communicator::background_loop() {
       next_beat = Clock::now() + beat;
       continue;
     }
-    if (beat_s_ > 0 && Clock::now() >= next_beat && driving_) {
+    if (beat_s > 0 && Clock::now() >= next_beat && driving_) {
       next_beat = Clock::now() + beat;  // the driver beats from its waits
       continue;
     }
-    if (!driving_ && beat_s_ > 0 && Clock::now() >= next_beat) {
+    if (!driving_ && beat_s > 0 && Clock::now() >= next_beat) {
       driving_ = true;
       lock.unlock();
       try {
         transport_->set_context("no collective (between collectives)");
         transport_->keep_alive();
       } catch (const Error& e) {
-        fail(std::current_exception(), e.kind(), e.what());
+        driver.fail(std::current_exception(), e.kind(), e.what());
       }
       lock.lock();
       release_driver_locked();
       next_beat = Clock::now() + beat;
       continue;
     }
-    if (beat_s_ > 0) {
+    if (beat_s > 0) {
       bg_cv_.wait_until(lock, next_beat);
     } else {
       bg_cv_.wait(lock);

@@ -34,7 +34,7 @@ TRANSPORT = "transport"
 PROVIDERS = ("transport/tcp", "transport/shm", "transport/host")
 FACTORY = "transport/connect.cc"
 # What the layers above the transport may see of it (besides top-level files only).
-ALGORITHMS_SEE = {"transport/transport.h"}
+ALGORITHMS_SEE = {"transport/data_plane.h"}
 ENGINE_SEES = {"transport/transport.h", "transport/connect.h", "transport/topology.h"}
 
 Table = dict[str, list[str]]

@@ -1,6 +1,6 @@
-// Collective algorithms. Each is written only against transport::Transport
-// and runs on any Group (the whole job or a subset such as one host), so
-// composed algorithms (hierarchical) reuse them.
+// Collective algorithms. Each is written only against transport::DataPlane
+// (transport/data_plane.h) and runs on any Group (the whole job or a subset
+// such as one host), so composed algorithms (hierarchical) reuse them.
 //
 // Element-wise reductions are applied in an order that makes every rank's
 // result bitwise identical: each output element is computed by exactly one

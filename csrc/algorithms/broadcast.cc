@@ -14,7 +14,7 @@ void tree(const Context& c, const Group& g, char* buf, size_t bytes, int root) {
   const int n = g.size();
   const int vme = (g.me - root + n) % n;
   auto real = [&](int v) { return g.global((v + root) % n); };
-  transport::Transport& t = c.transport;
+  transport::DataPlane& t = c.transport;
   const transport::MessageMeta meta = c.with_phase(Phase::kTree);
   int mask = 1;
   while (mask < n) {
@@ -34,7 +34,7 @@ void chain(const Context& c, const Group& g, char* buf, size_t bytes, int root) 
   PhaseScope phase(c, "chain");
   const int n = g.size();
   const int vme = (g.me - root + n) % n;
-  transport::Transport& t = c.transport;
+  transport::DataPlane& t = c.transport;
   const transport::MessageMeta meta = c.with_phase(Phase::kChain);
   const size_t seg = std::max<size_t>(c.segment_bytes, 1);
   const int next = vme + 1 < n ? g.global((vme + 1 + root) % n) : -1;
@@ -76,7 +76,7 @@ void barrier(const Context& c, const Group& g) {
   // from 2^(k+1) members; ceil(log2 n) rounds of empty messages.
   PhaseScope phase(c, "dissemination");
   const int n = g.size();
-  transport::Transport& t = c.transport;
+  transport::DataPlane& t = c.transport;
   const transport::MessageMeta meta = c.with_phase(Phase::kDissemination);
   for (int d = 1; d < n; d *= 2) {
     auto r = t.post_recv(g.peer(-d), nullptr, 0, meta);

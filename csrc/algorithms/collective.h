@@ -1,4 +1,4 @@
-// What every algorithm receives: the transport, the group of ranks taking
+// What every algorithm receives: the data plane, the group of ranks taking
 // part, the message metadata of this collective, and reusable scratch.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #include "common/collective_kind.h"
 #include "common/dtype.h"
-#include "transport/transport.h"
+#include "transport/data_plane.h"
 
 namespace pytfcomm::algorithms {
 
@@ -76,8 +76,8 @@ class Tracer {
 };
 
 struct Context {
-  transport::Transport& transport;
-  transport::MessageMeta meta;  // seq/kind/dtype/op/root/count of this collective
+  transport::DataPlane& transport;  // the data movement only (transport/data_plane.h)
+  transport::MessageMeta meta;      // seq/kind/dtype/op/root/count of this collective
   Workspace& workspace;
   size_t segment_bytes;      // pipeline granularity
   Tracer* tracer = nullptr;  // null unless PYTFCOMM_TIMELINE is set

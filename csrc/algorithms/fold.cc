@@ -15,7 +15,7 @@ Fold fold_in(const Context& c, const Group& g, const transport::MessageMeta& met
     f.vme = me - f.rem;
     return f;
   }
-  transport::Transport& t = c.transport;
+  transport::DataPlane& t = c.transport;
   const size_t bytes = count * dtype_size(dt);
   if (me % 2 == 0) {  // the partner divides for a mean
     t.wait(t.post_send(g.global(me + 1), data, bytes, meta));

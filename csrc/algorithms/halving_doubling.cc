@@ -44,7 +44,7 @@ struct Combine {
 // cache, as in ring.cc), else into a slot.
 void exchange(const Context& c, const transport::MessageMeta& meta, int partner, const char* src,
               Span send, char* out, Span recv, DType dt, const Combine* combine) {
-  transport::Transport& t = c.transport;
+  transport::DataPlane& t = c.transport;
   const size_t es = dtype_size(dt);
   const size_t seg = std::max<size_t>(1, c.segment_bytes / es);
   const size_t nsend = (send.count + seg - 1) / seg;

@@ -15,7 +15,7 @@ void recursive_doubling_allreduce(const Context& c, const Group& g, Phase phase,
   const size_t bytes = count * dtype_size(dt);
   if (in != out) std::memcpy(out, in, bytes);
   PhaseScope trace(c, "recursive_doubling");
-  transport::Transport& t = c.transport;
+  transport::DataPlane& t = c.transport;
   const transport::MessageMeta meta = c.with_phase(phase);
   const Fold f = fold_in(c, g, meta, out, out, count, dt, op);
   if (f.vme < 0) return;  // the neighbour already divided for a mean

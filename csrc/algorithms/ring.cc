@@ -47,7 +47,7 @@ void run_ring(const Context& c, const Group& g, Phase phase, const char* in, cha
   auto recv_chunk = [&](int s) {
     return s < rs_steps ? wrap(me - s - 2, n) : wrap(me - (s - rs_steps) - 1, n);
   };
-  transport::Transport& t = c.transport;
+  transport::DataPlane& t = c.transport;
   const transport::MessageMeta meta = c.with_phase(phase);
   const int right = g.peer(1);
   const int left = g.peer(-1);

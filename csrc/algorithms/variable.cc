@@ -17,7 +17,7 @@ size_t as_size(uint64_t v) { return static_cast<size_t>(v); }
 
 // Posts `bytes` at `buf` to (send) or from (recv) `peer` in pieces of at
 // most `seg` bytes; nothing at all for 0 bytes (both sides know the size).
-void post_pieces(transport::Transport& t, bool send, int peer, char* buf, size_t bytes, size_t seg,
+void post_pieces(transport::DataPlane& t, bool send, int peer, char* buf, size_t bytes, size_t seg,
                  const transport::MessageMeta& meta) {
   for (size_t off = 0; off < bytes; off += seg) {
     const size_t n = std::min(seg, bytes - off);
@@ -46,7 +46,7 @@ void allgatherv(const Context& c, const Group& g, const void* in, void* out, con
   }
   if (n == 1) return;
   PhaseScope phase(c, "ring");
-  transport::Transport& t = c.transport;
+  transport::DataPlane& t = c.transport;
   const transport::MessageMeta meta = c.with_phase(Phase::kRing);
   const size_t seg = std::max<size_t>(c.segment_bytes, 1);
   const int next = g.peer(1), prev = g.peer(-1);
@@ -69,7 +69,7 @@ void alltoallv_counts(const Context& c, const Group& g, const uint64_t* send_cou
   recv_counts[g.me] = send_counts[g.me];
   if (n == 1) return;
   PhaseScope phase(c, "counts");
-  transport::Transport& t = c.transport;
+  transport::DataPlane& t = c.transport;
   transport::MessageMeta meta = c.with_phase(Phase::kCounts);
   meta.dtype = static_cast<uint8_t>(DType::kInt64);
   // Eight bytes to and from every peer, all posted at once.
@@ -99,7 +99,7 @@ void alltoallv(const Context& c, const Group& g, const void* in, const uint64_t*
     std::memmove(dst + roff[me], src + soff[me], soff[me + 1] - soff[me]);
   if (n == 1) return;
   PhaseScope phase(c, "pairwise");
-  transport::Transport& t = c.transport;
+  transport::DataPlane& t = c.transport;
   const transport::MessageMeta meta = c.with_phase(Phase::kPairwise);
   const size_t seg = std::max<size_t>(c.segment_bytes, 1);
   // Step k: to member me + k, from member me - k; one peer in each

@@ -75,7 +75,7 @@ void local_reduce(const std::vector<ReduceSpan>& spans, ReduceOp op, int64_t mea
     return;
   }
   // An output this large leaves the cache before anyone reads it (the inputs stream
-  // through behind it): write it without first reading its lines (reduce.h).
+  // through behind it): write it without first reading its lines (common/reduce.h).
   constexpr int64_t kStreamBytes = 16 << 20;
   const bool stream = bytes >= kStreamBytes;
   parallel_for(chunks.size(), [&](size_t i) {

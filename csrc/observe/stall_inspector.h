@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "transport/transport.h"
+#include "transport/liveness.h"
 
 namespace pytfcomm {
 
@@ -41,7 +41,7 @@ class StallInspector : public transport::StatusObserver {
   // before the deadline).
   StallInspector(int rank, int size, double threshold_s);
 
-  void attach(transport::Transport* t) { transport_ = t; }
+  void attach(transport::Liveness* t) { transport_ = t; }
   double threshold_s() const { return threshold_s_; }
 
   // Around each collective (called by Communicator::run, cheap).
@@ -81,7 +81,7 @@ class StallInspector : public transport::StatusObserver {
   int size_;
   double threshold_s_;
   double timeout_s_ = 0;
-  transport::Transport* transport_ = nullptr;
+  transport::Liveness* transport_ = nullptr;
   std::vector<PeerView> peers_;
   bool owed_ = false;  // some peer waits for an answer
 

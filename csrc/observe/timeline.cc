@@ -233,7 +233,7 @@ int64_t Timeline::now_ns() {
       .count();
 }
 
-transport::Transport& Timeline::traced(transport::Transport& inner) {
+transport::DataPlane& Timeline::traced(transport::DataPlane& inner) {
   if (!traced_) traced_ = std::make_unique<TracedTransport>(inner, *this);
   return *traced_;
 }

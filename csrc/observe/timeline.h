@@ -17,7 +17,7 @@
 
 #include "algorithms/collective.h"
 #include "common/clock.h"
-#include "transport/transport.h"
+#include "transport/data_plane.h"
 
 namespace pytfcomm {
 
@@ -72,7 +72,7 @@ class Timeline : public algorithms::Tracer {
   bool start(const std::string& pattern, std::string* why = nullptr);
 
   // The transport the algorithms use while tracing (times every wait).
-  transport::Transport& traced(transport::Transport& inner);
+  transport::DataPlane& traced(transport::DataPlane& inner);
 
   // Around one collective, on the thread that runs it.
   // submit_ns: when the call arrived; locked_ns: when its data began to move

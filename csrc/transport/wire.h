@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "transport/transport.h"
+#include "transport/data_plane.h"
 
 namespace pytfcomm::wire {
 

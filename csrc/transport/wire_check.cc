@@ -4,6 +4,7 @@
 
 #include "common/dtype.h"
 #include "common/error.h"
+#include "transport/liveness.h"
 
 namespace pytfcomm::wire {
 namespace {

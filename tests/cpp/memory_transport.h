@@ -40,6 +40,7 @@ class MemoryTransport : public transport::Transport {
   MemoryTransport(std::shared_ptr<MemoryWorld> world, int rank);
   ~MemoryTransport() override;  // the peers see this rank gone
 
+  // transport::DataPlane
   int rank() const override { return rank_; }
   int size() const override;
   transport::Handle post_send(int peer, const void* data, size_t nbytes,
@@ -49,13 +50,8 @@ class MemoryTransport : public transport::Transport {
   void wait(transport::Handle h) override;
   bool test(transport::Handle h) override;
   void wait_all() override;
-  void set_deadline(TimePoint deadline) override;
-  void set_context(const std::string& what) override { context_ = what; }
-  void abort(const std::string& reason, ErrorKind why) noexcept override;
-  std::string describe_peer(int peer) const override;
-  void set_status_observer(transport::StatusObserver* observer) override { observer_ = observer; }
-  bool send_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override;
-  std::vector<int> pending_peers() const override;
+
+  // transport::RoundChannel
   size_t round_capacity() const override;
   void round_arm(uint64_t round) override;
   char* round_outbox() override;
@@ -65,7 +61,16 @@ class MemoryTransport : public transport::Transport {
   const char* round_record(int rank, size_t* bytes) override;
   void wait_for(const std::function<bool()>& pred, TimePoint wake_by) override;
   void wake() noexcept override;
+
+  // transport::Liveness (no heartbeats: a rank that goes away says so)
+  void set_deadline(TimePoint deadline) override;
+  void set_context(const std::string& what) override { context_ = what; }
+  std::string describe_peer(int peer) const override;
   void keep_alive() override;
+  void set_status_observer(transport::StatusObserver* observer) override { observer_ = observer; }
+  bool send_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override;
+  std::vector<int> pending_peers() const override;
+  void abort(const std::string& reason, ErrorKind why) noexcept override;
 
  private:
   transport::Handle post(bool recv, int peer, char* data, size_t nbytes,

@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "transport/liveness.h"
 #include "transport/stream.h"
 #include "transport/wire.h"
 
@@ -68,7 +69,7 @@ class Pair {
   bool progress(const std::string& context);
   // Nothing posted to receive into, yet this rank is about to sleep on this
   // busy pair (its sends wait): empty the kernel's receive queue into memory
-  // anyway (read_ahead_stream.h), and take control frames found there. Only
+  // anyway (tcp/read_ahead_stream.h), and take control frames found there. Only
   // before sleeping: while a rank makes progress, its receives soon ask for
   // those bytes, and reading them ahead would copy them twice.
   bool read_ahead(const std::string& context);

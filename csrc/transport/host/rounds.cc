@@ -1,4 +1,4 @@
-// Negotiation rounds of the HostTransport (transport/transport.h): each
+// Negotiation rounds of the HostTransport (transport/round_channel.h): each
 // rank's record of a round goes either into its one-shot area, where every
 // local peer reads it in place (jobs whose ranks all share memory;
 // shm/oneshot.h), or travels in frames over the pairs.
@@ -15,7 +15,7 @@
 // comes learns from it that the round started, as with direct frames.
 //
 // Each pair takes RND frames in whenever it reads, like status frames, into
-// two slots by round parity (wire.h): a record never waits behind the
+// two slots by round parity (transport/wire.h): a record never waits behind the
 // collectives' frames, nor holds back status frames behind it. A peer's
 // bundle of round k + 2 cannot come before this rank armed k + 1 (that peer
 // needs this rank's record of k + 1), which drops the slot of round k; the

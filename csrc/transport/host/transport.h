@@ -1,7 +1,7 @@
-// The transport of a job's ranks on hosts: one Pair per peer, each over
-// the byte stream connect.cc made for it (TCP sockets, or shared memory for
-// ranks of the same host). Waiting first polls briefly (cheap when this rank
-// has a core to itself), then blocks: in epoll_wait when only sockets are
+// The transport of a job's ranks on hosts: one Pair per peer, each over the
+// byte stream transport/connect.cc made for it (TCP sockets, or shared memory
+// for ranks of the same host). Waiting first polls briefly (cheap when this
+// rank has a core to itself), then blocks: in epoll_wait when only sockets are
 // pending, on this rank's futex doorbell when only shared memory is,
 // alternating short waits on both otherwise. So oversubscribed ranks give
 // their core to the peer they wait for, and an idle rank uses no CPU. Every
@@ -42,9 +42,9 @@ class HostTransport : public transport::Transport {
                 std::unique_ptr<transport::RoundAreas> areas, WaitPolicy wait);
   ~HostTransport() override;
 
+  // transport::DataPlane (transport.cc, waiting.cc).
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(pairs_.size()); }
-
   transport::Handle post_send(int peer, const void* data, size_t nbytes,
                               const transport::MessageMeta& meta) override;
   transport::Handle post_recv(int peer, void* data, size_t nbytes,
@@ -52,16 +52,10 @@ class HostTransport : public transport::Transport {
   void wait(transport::Handle h) override;
   bool test(transport::Handle h) override;
   void wait_all() override;
-  void set_deadline(TimePoint deadline) override;
-  void set_context(const std::string& what) override { context_ = what; }
-  void abort(const std::string& reason, ErrorKind why) noexcept override;
-  std::string describe_peer(int peer) const override;
-  void set_status_observer(transport::StatusObserver* observer) override;
-  bool send_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override;
-  std::vector<int> pending_peers() const override;
-  // Negotiation rounds (rounds.cc): in the one-shot areas when every peer
-  // shares memory with this rank and the ranks agreed on an area size,
-  // else as frames over the pairs.
+
+  // transport::RoundChannel (rounds.cc; the waits in waiting.cc): in the
+  // one-shot areas when every peer shares memory with this rank and the
+  // ranks agreed on an area size, else as frames over the pairs.
   size_t round_capacity() const override;
   void round_arm(uint64_t round) override;
   char* round_outbox() override;
@@ -69,13 +63,21 @@ class HostTransport : public transport::Transport {
   bool round_started() override;
   bool round_complete() override;
   const char* round_record(int rank, size_t* bytes) override;
-
   void wait_for(const std::function<bool()>& pred, TimePoint wake_by) override;
   void wake() noexcept override;
-  // Liveness (liveness.cc).
-  void keep_alive() override;
-  void flush(TimePoint until) noexcept override;
+
+  // transport::Liveness (liveness.cc; deadlines in waiting.cc, the rest in
+  // transport.cc).
+  void set_deadline(TimePoint deadline) override;
+  void set_context(const std::string& what) override { context_ = what; }
+  std::string describe_peer(int peer) const override;
   void set_liveness(double interval_s, double silence_s) override;
+  void keep_alive() override;
+  void set_status_observer(transport::StatusObserver* observer) override;
+  bool send_status(int peer, const transport::MessageMeta& meta, uint32_t flags) noexcept override;
+  std::vector<int> pending_peers() const override;
+  void abort(const std::string& reason, ErrorKind why) noexcept override;
+  void flush(TimePoint until) noexcept override;
 
   // Setup: the area size this rank could offer to rounds (the smallest
   // one-shot area of all segments when every peer is reached through shared

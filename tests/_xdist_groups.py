@@ -24,7 +24,12 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 # Paths relative to tests/; a trailing "/" takes a whole directory.
-BUILD_MODULES = ("gpu/", "test_cuda_build.py", "test_tf_gpu_build.py", "test_core_stub.py")
+BUILD_MODULES = (
+    "gpu/",
+    "builds/test_cuda_build.py",
+    "builds/test_tf_gpu_build.py",
+    "project/test_core_stub.py",
+)
 BUILDS_SCOPE = "the session's builds"
 
 

@@ -1,4 +1,4 @@
-"""A task of tests/test_slurm.py, started by srun: ``pytfcomm.init()`` from Slurm's
+"""A task of tests/launch/test_slurm.py, started by srun: ``pytfcomm.init()`` from Slurm's
 variables alone, one all-reduce, and one JSON line on stdout saying what it saw (or,
 for a ConfigError, the error; exit code 3)."""
 

@@ -3,6 +3,8 @@ and every module that needs the session's builds on one worker."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import _xdist_groups as groups
 
 
@@ -24,3 +26,20 @@ def test_every_build_module_exists() -> None:
     for entry in groups.BUILD_MODULES:
         path = groups.TESTS / entry
         assert path.is_dir() if entry.endswith("/") else path.is_file(), entry
+
+
+def test_every_long_first_unit_exists_once() -> None:
+    assert len(set(groups.LONG_FIRST)) == len(groups.LONG_FIRST), "a unit is listed twice"
+    for unit in groups.LONG_FIRST:
+        assert unit == groups.BUILDS_SCOPE or (groups.TESTS / unit).is_file(), unit
+        assert not (unit != groups.BUILDS_SCOPE and groups.is_build_module(unit)), (
+            f"{unit} runs in {groups.BUILDS_SCOPE!r}: list that instead"
+        )
+
+
+def test_long_first_units_go_to_the_front_in_their_order() -> None:
+    queue = OrderedDict((u, {}) for u in ["a", "b", "c", "d", "e"])
+    groups.long_first(queue, ["d", "gone", "b"])
+    assert list(queue) == ["d", "b", "a", "c", "e"]
+    groups.long_first(queue, [])
+    assert list(queue) == ["d", "b", "a", "c", "e"]

@@ -5,7 +5,7 @@ entry points it calls. dtype/op/algorithm are the integer codes of the enums bel
 (``pytfcomm/_dtypes.py`` maps names to them).
 Every collective releases the GIL while it runs.
 
-tests/test_core_stub.py checks this file against the built module: every name, class
+tests/project/test_core_stub.py checks this file against the built module: every name, class
 member and parameter name. Arguments the bindings leave unnamed (pybind11 calls them
 ``arg0``, ``arg1``, ... and takes them only by position) are positional-only here (``/``).
 """
@@ -205,7 +205,7 @@ class Communicator:
 # cuda-only: begin
 # What follows exists as written only in CUDA builds (build_info()["cuda"] is True;
 # csrc/bindings/gpu_bindings.cc). A build without CUDA keeps the name GpuCommunicator,
-# as a function that raises ConfigError, so tests/test_core_stub.py checks the members
+# as a function that raises ConfigError, so tests/project/test_core_stub.py checks the members
 # and parameters of this section only in CUDA builds.
 class GpuCommunicator:
     """Collectives on CUDA DLPack tensors (NCCL or staging); only in CUDA builds.

@@ -2,7 +2,7 @@
 # The static checks, exactly as CI runs them (scripts/test.sh) and as the
 # pre-commit hooks run them (.pre-commit-config.yaml): ruff lint, ruff format,
 # clang-format on every C++ and CUDA file, the layering of csrc/ against
-# docs/architecture.md (tests/test_layering.py, which pytest runs too), mypy on
+# docs/architecture.md (tests/project/test_layering.py, which pytest runs too), mypy on
 # pytfcomm/ (configured in pyproject.toml), shellcheck on the shell scripts, and
 # no file over 1 MiB in git's index (scripts/check_large_files.py).
 # `scripts/lint.sh --fix` rewrites what ruff and clang-format can fix instead of
@@ -37,7 +37,7 @@ else
   "$VPY" -m ruff format --check "${PY_DIRS[@]}"
   clang-format --dry-run --Werror "${CXX[@]}"
 fi
-"$VPY" tests/test_layering.py
+"$VPY" tests/project/test_layering.py
 "$VPY" -m mypy
 shellcheck -x "${SH[@]}"  # -x: follow `source` (paths from the repository root)
 "$VPY" scripts/check_large_files.py

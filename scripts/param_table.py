@@ -4,7 +4,7 @@
     python scripts/param_table.py --check   # exit 1 when the page is not what --write writes
 
 The registry is csrc/common/param_table.def, compiled into pytfcomm._core: run this
-with the built package importable (e.g. PYTHONPATH=/tmp/site). tests/test_params.py
+with the built package importable (e.g. PYTHONPATH=/tmp/site). tests/project/test_params.py
 calls `page_is_current()` too. Variables only the Python layer reads are not in
 the registry; docs/parameters.md documents them by hand below the generated table.
 """

@@ -33,7 +33,7 @@ apt_install() {
 # C++ unit tests (GoogleTest), formatting check, shell script check
 # (scripts/lint.sh), network namespaces for tests, clang with its runtime for
 # the libFuzzer target (fuzz/run.sh), and Slurm with munge for
-# tests/test_slurm.py (which starts its own one-node cluster).
+# tests/launch/test_slurm.py (which starts its own one-node cluster).
 apt_install libgtest-dev clang-format shellcheck iproute2 clang libclang-rt-14-dev slurm-wlm munge
 
 if [[ ! -x "$VENV/bin/python" ]]; then

@@ -18,38 +18,64 @@ VENV=${PYTFCOMM_VENV:-$PWD/.venv}
 export PATH="$VENV/bin:$PATH"
 JOBS=$(nproc)
 
-# The C++ test builds (plain, then AddressSanitizer + UBSan) run at the lowest
-# priority beside the stages below: the Python suite's multi-process tests
-# leave a core idle much of the time (deadlines, liveness waits, ranks waiting
-# for each other), and compiling needs no timing. Their tests run after it.
+# Stages beside the Python suite, each in a process group of its own with its
+# log under build/; at the end the script waits for each and fails, printing
+# the log's tail, if one failed. A failed foreground stage ends them all.
+#  - the C++ unit tests: their builds (plain, then AddressSanitizer + UBSan)
+#    at the lowest priority, since compiling needs no timing and the Python
+#    suite's multi-process tests leave a core idle much of the time
+#    (deadlines, liveness waits, ranks waiting for each other); then their
+#    tests at normal priority, while pytest still runs;
+#  - fuzzing (its own build, then a run of a fixed wall time), beside lint.
 SANITIZE=${PYTFCOMM_SANITIZE:-1}
 [[ "$QUICK" == 1 ]] && SANITIZE=0
 mkdir -p build
-CPP_LOG=$PWD/build/cpp-builds.log
-set -m  # the builds get a process group of their own: a failed stage below ends all of it
+BG_PIDS=()
+BG_NAMES=()
+BG_LOGS=()
+bg_stage() {  # $1: the stage's name, $2: its log; the rest: the command
+  local name=$1 log=$2
+  shift 2
+  set -m
+  "$@" >"$log" 2>&1 &
+  BG_PIDS+=("$!")
+  set +m
+  BG_NAMES+=("$name")
+  BG_LOGS+=("$log")
+  echo "== $name started beside the stages below (log: ${log#"$PWD"/})"
+}
+# shellcheck disable=SC2317  # reached through the trap
+stop_bg() {
+  local pid
+  for pid in "${BG_PIDS[@]}"; do kill -- -"$pid" 2>/dev/null || true; done
+}
+trap stop_bg EXIT
+
 # shellcheck disable=SC2016  # the script's $1 and $2 are its own arguments
-nice -n 19 bash -c '
+bg_stage "C++ unit tests (builds at nice 19, then ctest)" "$PWD/build/cpp-tests.log" bash -c '
   set -euo pipefail
-  cmake -S . -B build/cpp-tests -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  nice -n 19 cmake -S . -B build/cpp-tests -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DPYTFCOMM_BUILD_TESTS=ON -DPYTFCOMM_BUILD_PYTHON=OFF
-  cmake --build build/cpp-tests -j "$1"
+  nice -n 19 cmake --build build/cpp-tests -j "$1"
   if [[ "$2" != "0" ]]; then
-    cmake -S . -B build/cpp-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPYTFCOMM_SANITIZE=ON \
+    nice -n 19 cmake -S . -B build/cpp-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPYTFCOMM_SANITIZE=ON \
       -DPYTFCOMM_BUILD_TESTS=ON -DPYTFCOMM_BUILD_PYTHON=OFF
-    cmake --build build/cpp-asan -j "$1"
+    nice -n 19 cmake --build build/cpp-asan -j "$1"
   fi
-' cpp-builds "$JOBS" "$SANITIZE" >"$CPP_LOG" 2>&1 &
-CPP_PID=$!
-set +m
-trap 'kill -- -"$CPP_PID" 2>/dev/null || true' EXIT
-echo "== C++ test builds started beside the stages below (log: build/cpp-builds.log)"
+  echo "== C++ unit tests"
+  ctest --test-dir build/cpp-tests --output-on-failure -j "$1" --timeout 300
+  if [[ "$2" != "0" ]]; then
+    echo "== C++ unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+    ctest --test-dir build/cpp-asan --output-on-failure -j "$1" --timeout 600
+  fi
+' cpp-tests "$JOBS" "$SANITIZE"
 
 FUZZ_SECONDS=${PYTFCOMM_FUZZ_SECONDS:-30}
 [[ "$QUICK" == 1 ]] && FUZZ_SECONDS=0
 if [[ "$FUZZ_SECONDS" != "0" ]]; then
-  echo "== fuzzing the wire protocol for ${FUZZ_SECONDS} s (fuzz/run.sh; PYTFCOMM_FUZZ_SECONDS=0 skips)"
   if command -v clang++ >/dev/null; then
-    bash fuzz/run.sh "$FUZZ_SECONDS"
+    bg_stage "fuzzing the wire protocol for ${FUZZ_SECONDS} s (fuzz/run.sh; PYTFCOMM_FUZZ_SECONDS=0 skips)" \
+      "$PWD/build/fuzz-stage.log" bash fuzz/run.sh "$FUZZ_SECONDS"
   else
     echo "!! fuzz NOT RUN: clang++ missing (apt-get install clang libclang-rt-14-dev)" >&2
   fi
@@ -87,15 +113,18 @@ if [[ "$rc" == 5 ]]; then
 fi
 [[ "$rc" == 0 ]] || exit "$rc"
 
-echo "== C++ test builds (waiting for them)"
-if ! wait "$CPP_PID"; then
-  tail -n 60 "$CPP_LOG" >&2
-  echo "!! the C++ test builds failed (whole log: build/cpp-builds.log)" >&2
-  exit 1
-fi
-echo "== C++ unit tests"
-ctest --test-dir build/cpp-tests --output-on-failure -j "$JOBS" --timeout 300
-if [[ "$SANITIZE" != "0" ]]; then
-  echo "== C++ unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-  ctest --test-dir build/cpp-asan --output-on-failure -j "$JOBS" --timeout 600
-fi
+echo "== the stages beside pytest (waiting for them)"
+failed=0
+for i in "${!BG_PIDS[@]}"; do
+  if wait "${BG_PIDS[$i]}"; then
+    echo "== ${BG_NAMES[$i]}: passed (log: ${BG_LOGS[$i]#"$PWD"/})"
+    grep -E "tests passed|tests failed|Total Test time|^stat::number_of_executed_units|^Done [0-9]+ runs" \
+      "${BG_LOGS[$i]}" || true
+  else
+    tail -n 60 "${BG_LOGS[$i]}" >&2
+    echo "!! ${BG_NAMES[$i]} FAILED (whole log: ${BG_LOGS[$i]#"$PWD"/})" >&2
+    failed=1
+  fi
+done
+BG_PIDS=()
+[[ "$failed" == 0 ]] || exit 1

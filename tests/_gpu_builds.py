@@ -1,7 +1,7 @@
 """The CUDA build of the core and the CPU stand-ins for libcuda/libnccl, built
 once per test session (the fixtures are in tests/conftest.py).
 
-One configure serves tests/test_cuda_build.py, tests/test_tf_gpu_build.py and
+One configure serves tests/builds/test_cuda_build.py, tests/builds/test_tf_gpu_build.py and
 tests/gpu: the core does not depend on the TF options (PYTFCOMM_TF_GPU only
 changes the op library) and the kernels are compiled for the default
 architectures (nvcc takes seconds; the C++ sources take minutes). The build

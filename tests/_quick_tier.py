@@ -7,12 +7,12 @@ marked ``slow`` in its module stays slow even if listed.
 An entry of tests/quick.txt is a path relative to tests/, optionally followed
 by ``::`` names and a parametrization, as pytest prints node ids: it takes
 every test whose id equals it or continues it with ``::`` or ``[``
-(``test_shm.py`` the whole module, ``test_shm.py::test_x`` every
-parametrization of ``test_x``, ``test_shm.py::test_x[2-shm]`` that one).
+(``core/test_shm.py`` the whole module, ``core/test_shm.py::test_x`` every
+parametrization of ``test_x``, ``core/test_shm.py::test_x[2-shm]`` that one).
 
 When the whole tests/ tree was collected, collection notes the entries that
 take no test (renamed, removed, re-parametrized, or marked slow in their
-module) in ``config.stash[STALE]``, and tests/test_quick_tier.py fails naming
+module) in ``config.stash[STALE]``, and tests/project/test_quick_tier.py fails naming
 them, so the list cannot rot unnoticed. (A test, not a usage error at
 collection: an error raised there inside a pytest-xdist worker reaches the
 user as an xdist INTERNALERROR without its message.) Running one file or test

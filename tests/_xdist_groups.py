@@ -14,18 +14,38 @@ rewriting ``item._nodeid``, which pytest 9.2 no longer reads.)
 
 Collection checks the list: a test that needs a build outside these modules is
 a usage error that says to add its module here.
+
+Order: xdist hands out the units with the most tests first, so a module of one
+slow test (a TF op library build, the soak) used to start last and keep one
+worker busy while the other sat idle. The units in :data:`LONG_FIRST`, the
+longest by ``--durations`` on the 2-core VM, go first instead, so that each
+worker's last units are short ones. It is an order only: every test runs
+either way, and none depends on it.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 TESTS = Path(__file__).resolve().parent
 # Paths relative to tests/; a trailing "/" takes a whole directory.
-BUILD_MODULES = ("gpu/", "test_cuda_build.py", "test_tf_gpu_build.py", "test_core_stub.py")
+BUILD_MODULES = (
+    "gpu/",
+    "builds/test_cuda_build.py",
+    "builds/test_tf_gpu_build.py",
+    "project/test_core_stub.py",
+)
 BUILDS_SCOPE = "the session's builds"
+# Units (paths relative to tests/, or BUILDS_SCOPE) that start first, longest first.
+LONG_FIRST: tuple[str, ...] = (
+    BUILDS_SCOPE,  # the CUDA build of the core, then the TF op library with GPU kernels
+    "builds/test_tf_first_use_build.py",  # one test: compiles the TF op library
+)
 
 
 def is_build_module(relpath: str) -> bool:
@@ -39,6 +59,13 @@ def scope_of(nodeid: str, tests_prefix: str = "tests/") -> str:
     if module.startswith(tests_prefix) and is_build_module(module[len(tests_prefix) :]):
         return BUILDS_SCOPE
     return module
+
+
+def long_first(workqueue: OrderedDict[str, Any], first: Sequence[str]) -> None:
+    """Move the units of ``first`` still waiting in ``workqueue`` to its front, in that order."""
+    for unit in reversed(first):
+        if unit in workqueue:
+            workqueue.move_to_end(unit, last=False)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -61,7 +88,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """Under ``--dist loadfile``: whole modules, with BUILD_MODULES as one unit."""
+    """Under ``--dist loadfile``: whole modules, BUILD_MODULES as one unit, LONG_FIRST first."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -72,8 +99,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     except ValueError:  # tests/ outside the rootdir: plain per-module units
         prefix = "\0"
 
+    first = [u if u == BUILDS_SCOPE else prefix + u for u in LONG_FIRST]
+
     class ModulesAndBuilds(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return scope_of(nodeid, prefix)
+
+        def _assign_work_unit(self, node: object) -> None:
+            long_first(self.workqueue, first)
+            super()._assign_work_unit(node)
 
     return ModulesAndBuilds(config, log)

@@ -14,7 +14,7 @@ namespace pytfcomm {
 // X(enumerator, wire value, name, Python class, TF status): one row per kind,
 // read by the messages (the name), the bindings' exception translator (the
 // class in pytfcomm/errors.py) and the TF kernels (absl::StatusCode::k<status>).
-// docs/errors.md is this table in prose; tests/test_error_table.py compares
+// docs/errors.md is this table in prose; tests/project/test_error_table.py compares
 // the two. Wire values (+1) travel in ABRT frames: never renumber them.
 //   kInternal:        a bug or an unexpected system failure
 //   kInvalidArgument: the caller passed something unusable

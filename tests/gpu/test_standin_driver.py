@@ -5,7 +5,7 @@ The stand-ins are built once per session (tests/conftest.py standin_libs).
 Each driver check runs in a fresh process (the stand-in reads its
 environment once, at cuInit): tests/gpu/standin/driver_checks.py. The
 end-to-end tests use the session's CUDA build of pytfcomm's core
-(tests/conftest.py cuda_package, shared with tests/test_cuda_build.py).
+(tests/conftest.py cuda_package, shared with tests/builds/test_cuda_build.py).
 """
 
 from __future__ import annotations

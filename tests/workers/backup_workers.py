@@ -1,4 +1,4 @@
-"""Worker programs for tests/test_backup_restore.py, run under ``pytfcomm-run -np 2``.
+"""Worker programs for tests/tf/test_backup_restore.py, run under ``pytfcomm-run -np 2``.
 
 ``python backup_workers.py MODE OUTDIR``; each worker writes OUTDIR/<mode>.<rank>.json.
 

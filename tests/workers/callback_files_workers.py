@@ -1,4 +1,4 @@
-"""Worker programs for tests/test_callback_files.py, run under ``pytfcomm-run -np 2``.
+"""Worker programs for tests/tf/test_callback_files.py, run under ``pytfcomm-run -np 2``.
 
 ``python callback_files_workers.py MODE OUTDIR REPEATS``; MODE is ``keras3`` or
 ``tf_keras`` (``TF_USE_LEGACY_KERAS=1``). Each worker writes OUTDIR/<mode>.<rank>.json.

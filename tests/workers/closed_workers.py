@@ -1,4 +1,4 @@
-"""Every TF entry point after the job's communicator closed (tests/test_tf_closed.py).
+"""Every TF entry point after the job's communicator closed (tests/tf/test_tf_closed.py).
 
 Not a test module. Each worker builds the TF-facing calls eagerly and as
 ``tf.function``s traced (and run once, correctly) while the communicator is

@@ -1,5 +1,5 @@
 """hvd.elastic for Keras (KerasState and its three callbacks) under pytfcomm-run
---restarts (tests/test_horovod_elastic.py): rank 1 dies in epoch 2 of the first run;
+--restarts (tests/horovod/test_horovod_elastic.py): rank 1 dies in epoch 2 of the first run;
 the restarted job resumes at the committed epoch and batch. Writes <out>/rank<r>.json."""
 
 import json

@@ -1,4 +1,6 @@
-"""hvd.elastic with TensorFlowState under pytfcomm-run --restarts (tests/test_horovod_elastic.py).
+"""hvd.elastic with TensorFlowState under pytfcomm-run --restarts.
+
+Run by tests/horovod/test_horovod_elastic.py.
 
 Eight deterministic steps; on the first run rank 1 dies before step 5. The
 restarted job resumes from the commit after step 4 and must end with exactly

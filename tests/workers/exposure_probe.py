@@ -1,4 +1,4 @@
-"""An outsider's probe of a running job's ports (run by tests/test_tf_exposure.py).
+"""An outsider's probe of a running job's ports (run by tests/tf/test_tf_exposure.py).
 
     python exposure_probe.py OUT.jsonl FILE HOST:PORT [HOST:PORT ...]
 

@@ -1,4 +1,4 @@
-"""A multi-worker Keras 3 job kept running while tests/test_tf_exposure.py probes it.
+"""A multi-worker Keras 3 job kept running while tests/tf/test_tf_exposure.py probes it.
 
 Not a test module: the harness runs :func:`fit_while_probed` in each worker
 process (possibly inside a network namespace).

@@ -1,4 +1,4 @@
-"""Rank functions for fault injection (tests/test_faults.py).
+"""Rank functions for fault injection (tests/reliability/test_faults.py).
 
 One rank (the victim) injures itself while every rank is busy with
 collectives; the survivors report what they raised, when, and whether the

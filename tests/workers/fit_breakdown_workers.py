@@ -1,4 +1,4 @@
-"""A traced window of NumPy collectives, run by tests/test_fit_breakdown.py."""
+"""A traced window of NumPy collectives, run by tests/tf/test_fit_breakdown.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rank functions of the tensor-fusion tests (tests/test_core_fusion.py)."""
+"""Rank functions of the tensor-fusion tests (tests/core/test_core_fusion.py)."""
 
 from __future__ import annotations
 

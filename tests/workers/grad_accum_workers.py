@@ -1,4 +1,4 @@
-"""Keras 3 ``gradient_accumulation_steps`` training, for tests/test_tf_grad_accum.py.
+"""Keras 3 ``gradient_accumulation_steps`` training, for tests/tf/test_tf_grad_accum.py.
 
 :func:`train` fits the model of multiworker_workers.py with an accumulating
 optimizer, with or without a strategy, and returns what a user would compare:

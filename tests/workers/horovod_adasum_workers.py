@@ -1,4 +1,4 @@
-"""Rank functions for tests/test_horovod_adasum.py: ``op=hvd.Adasum`` in pytfcomm.horovod.
+"""Rank functions for tests/horovod/test_horovod_adasum.py: ``op=hvd.Adasum`` in pytfcomm.horovod.
 
 Every rank's data is a function of (rank, name) (:func:`data`), so the test can
 rebuild the whole job's inputs and compare with its own NumPy Adasum tree. The

@@ -1,4 +1,4 @@
-"""Rank functions for tests/test_horovod_compat.py: where pytfcomm.horovod must behave as
+"""Rank functions for tests/horovod/test_horovod_compat.py: where pytfcomm.horovod must behave as
 Horovod 0.28.1 does, checked the way Horovod's own tests check it
 (test/parallel/test_tensorflow.py, test_process_sets_*.py)."""
 

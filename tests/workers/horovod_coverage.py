@@ -1,4 +1,4 @@
-"""One probe per public Horovod name (tests/test_horovod_names.py): call it the simplest
+"""One probe per public Horovod name (tests/horovod/test_horovod_names.py): call it the simplest
 meaningful way in a 1-process job; report "ok" or the NotImplementedError's message."""
 
 from __future__ import annotations

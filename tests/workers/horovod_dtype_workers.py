@@ -1,5 +1,5 @@
 """Horovod dtypes pytfcomm's core has no code for (int16, uint16, uint32, uint64,
-complex64), through pytfcomm.horovod.tensorflow; run by tests/test_horovod_tf.py."""
+complex64), through pytfcomm.horovod.tensorflow; run by tests/horovod/test_horovod_tf.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""hvd.join in pytfcomm.horovod.tensorflow, run by tests/test_horovod_join.py: rank r
+"""hvd.join in pytfcomm.horovod.tensorflow, run by tests/horovod/test_horovod_join.py: rank r
 runs r + 1 training steps, then joins (Horovod's uneven-data pattern)."""
 
 from __future__ import annotations

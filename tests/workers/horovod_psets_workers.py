@@ -1,4 +1,4 @@
-"""Rank functions for tests/test_horovod_process_sets.py: Horovod's process sets
+"""Rank functions for tests/horovod/test_horovod_process_sets.py: Horovod's process sets
 (even and odd ranks) on pytfcomm sub-communicators, against NumPy references."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rank functions for tests/test_horovod_tf.py: pytfcomm.horovod against NumPy references.
+"""Rank functions for tests/horovod/test_horovod_tf.py: pytfcomm.horovod against NumPy references.
 
 Each rank's data is a function of its rank, so every rank computes the
 expected result of the whole job locally. ``mode`` is "eager" or "function"

@@ -1,5 +1,5 @@
-"""Rank functions for tests/test_interrupt.py and tests/test_liveness.py: Ctrl-C in
-a blocked call, and a peer that stops answering (SIGSTOP)."""
+"""Rank functions for tests/reliability/test_interrupt.py and test_liveness.py: Ctrl-C
+in a blocked call, and a peer that stops answering (SIGSTOP)."""
 
 from __future__ import annotations
 

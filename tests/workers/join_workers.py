@@ -1,4 +1,4 @@
-"""Communicator.join (Horovod's join) in separate processes, run by tests/test_join.py.
+"""Communicator.join (Horovod's join) in separate processes, run by tests/core/test_join.py.
 
 Rank r runs r + 1 steps, then joins: at step s the active ranks are s..n-1.
 """

@@ -1,5 +1,5 @@
 #!/bin/sh
-# A stand-in for ssh in tests/test_launcher.py: "fake_ssh HOST COMMAND" logs its
+# A stand-in for ssh in tests/launch/test_launcher.py: "fake_ssh HOST COMMAND" logs its
 # arguments (one per line, to $FAKE_SSH_LOG) and runs COMMAND here through sh -c, as
 # sshd runs it through the login shell, in an environment as bare as a fresh login.
 host=$1

@@ -1,4 +1,6 @@
-"""A rank program for tests/test_launcher.py: ``python launcher_worker.py MODE OUTDIR [ARGS]``.
+"""A rank program for tests/launch/test_launcher.py.
+
+``python launcher_worker.py MODE OUTDIR [ARGS]``.
 
 Modes (every wait is bounded, so a broken launcher cannot leave these running long):
 

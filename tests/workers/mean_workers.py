@@ -1,4 +1,4 @@
-"""MEAN through the strategy on several workers, run by tests/test_tf_mean.py.
+"""MEAN through the strategy on several workers, run by tests/tf/test_tf_mean.py.
 
 Each worker returns what ``strategy.reduce``, ``extended.reduce_to``,
 ``batch_reduce_to`` and ``ReplicaContext.all_reduce`` give for MEAN of int32,

@@ -1,4 +1,4 @@
-"""Multi-worker training run in separate processes by tests/test_tf_multiworker.py.
+"""Multi-worker training run in separate processes by tests/tf/test_tf_multiworker.py.
 
 Every function trains the same small model on the same data for the same
 number of steps at the same global batch, and returns its final weights;

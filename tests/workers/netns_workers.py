@@ -1,4 +1,4 @@
-"""Run in network namespaces that tests/test_netns_hierarchical.py creates (not a test module)."""
+"""Run in the network namespaces of tests/core/test_netns_hierarchical.py (not a test module)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Rank functions for the observability tests (tests/test_timeline.py, tests/test_stall.py)."""
+"""Rank functions for the observability tests.
+
+tests/timeline/test_timeline.py and tests/reliability/test_stall.py.
+"""
 
 from __future__ import annotations
 

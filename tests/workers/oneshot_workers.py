@@ -1,4 +1,4 @@
-"""Rank functions for tests/test_oneshot.py: the one-shot shared-memory all-reduce."""
+"""Rank functions for tests/core/test_oneshot.py: the one-shot shared-memory all-reduce."""
 
 from __future__ import annotations
 

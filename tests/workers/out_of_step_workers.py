@@ -1,4 +1,4 @@
-"""Rank functions for tests/test_out_of_step.py: one rank skips a collective (an
+"""Rank functions for tests/reliability/test_out_of_step.py: one rank skips a collective (an
 exception on that rank only, before it calls), the others' call times out, and the
 job goes on (docs/negotiation.md "Out of step").
 

@@ -1,4 +1,4 @@
-"""For tests/test_tf_placement.py: ``python placement_probe.py SPEC_JSON``.
+"""For tests/tf/test_tf_placement.py: ``python placement_probe.py SPEC_JSON``.
 
 SPEC_JSON: ``{"gpus": N, "call": {pin_gpu kwargs}, "fakes": {"logical": [names],
 "initialized": bool}}``. tf.config's device functions are replaced by fakes that list N

@@ -1,4 +1,4 @@
-"""Worker program for tests/test_preemption.py, run under ``pytfcomm-run -np 2``.
+"""Worker program for tests/tf/test_preemption.py, run under ``pytfcomm-run -np 2``.
 
 ``python preemption_workers.py MODE OUTDIR CKPT_DIR STEPS``: a custom training loop of
 ``STEPS`` steps on ``pytfcomm.MultiWorkerMirroredStrategy`` (a linear model, the same

@@ -1,4 +1,6 @@
-"""A rank program for tests/test_launcher_restarts.py: ``restart_worker.py MODE OUTDIR [ARGS]``.
+"""A rank program for tests/launch/test_launcher_restarts.py.
+
+``restart_worker.py MODE OUTDIR [ARGS]``.
 
 Every run appends one JSON line to OUTDIR/runs<rank>.jsonl (its restart count, pid,
 rendezvous address and a digest of its secret), so the test sees each run of each rank.

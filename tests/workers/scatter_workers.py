@@ -1,5 +1,5 @@
 """pytfcomm.tf.reduce_scatter and pytfcomm.tf.alltoall across processes, run by
-tests/test_tf_scatter.py.
+tests/tf/test_tf_scatter.py.
 
 Every input is a function of the rank (``data``), so each rank computes what it
 must get with NumPy alone and the test compares.

@@ -1,4 +1,4 @@
-"""Rank functions for tests/test_security_objects.py and test_security_elastic_state.py:
+"""Rank functions for tests/security/test_security_objects.py and test_security_elastic_state.py:
 pickled objects and hvd.elastic state files an attacker altered or planted.
 
 Each returns what a user would check: the objects received, or the error raised.

@@ -1,4 +1,4 @@
-"""Rank functions for the security tests (tests/test_security_*.py)."""
+"""Rank functions for the security tests (tests/security/test_security_*.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Functions run inside each rank by tests/test_shm.py (see tests/_harness.py)."""
+"""Functions run inside each rank by tests/core/test_shm.py (see tests/_harness.py)."""
 
 from __future__ import annotations
 

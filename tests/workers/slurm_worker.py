@@ -1,7 +1,7 @@
-"""A task of tests/test_slurm.py started by srun, or of tests/test_job_agreement.py
-started by mpirun: ``pytfcomm.init()`` from the launcher's variables alone, one
-all-reduce, and one JSON line on stdout saying what it saw (or, for a ConfigError, the
-error; exit code 3)."""
+"""A task of tests/launch/test_slurm.py started by srun, or of
+tests/launch/test_job_agreement.py started by mpirun: ``pytfcomm.init()`` from the
+launcher's variables alone, one all-reduce, and one JSON line on stdout saying what it saw
+(or, for a ConfigError, the error; exit code 3)."""
 
 from __future__ import annotations
 

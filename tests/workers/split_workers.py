@@ -1,4 +1,4 @@
-"""Sub-communicators (Communicator.split) in separate processes, run by tests/test_split.py."""
+"""Sub-communicators (Communicator.split) in separate processes, run by tests/core/test_split.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rank functions for tests/test_tcp_streams.py (multi-stream TCP between hosts)."""
+"""Rank functions for tests/core/test_tcp_streams.py (multi-stream TCP between hosts)."""
 
 from __future__ import annotations
 

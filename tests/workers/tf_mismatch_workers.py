@@ -1,4 +1,4 @@
-"""TF ops whose workers disagree (tests/test_tf_mismatch.py): every worker's op fails
+"""TF ops whose workers disagree (tests/tf/test_tf_mismatch.py): every worker's op fails
 with the documented TF status, and the next op on the same communicator works."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""TF collectives that ranks issue in different orders (tests/test_tf_ordering.py).
+"""TF collectives that ranks issue in different orders (tests/tf/test_tf_ordering.py).
 
 Every function checks each result against what the sum over ranks must be, so a
 collective paired with another rank's different collective shows up as a wrong

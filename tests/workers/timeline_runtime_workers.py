@@ -1,4 +1,4 @@
-"""Timelines started and stopped at run time, run by tests/test_timeline_runtime.py."""
+"""Timelines started and stopped at run time, run by tests/timeline/test_timeline_runtime.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Uneven work across processes, run in separate processes by tests/test_tf_uneven.py.
+"""Uneven work across processes, run in separate processes by tests/tf/test_tf_uneven.py.
 
 All-gathers whose dimension 0 differs per process (NumPy ``allgatherv``, the
 TF op eagerly, in ``tf.function`` and under a gradient, ``strategy.gather``,

@@ -1,5 +1,5 @@
 """All-gather and all-to-all with a different size per rank (Horovod's ``allgather``
-and ``alltoall``), run in separate processes by tests/test_varcoll.py."""
+and ``alltoall``), run in separate processes by tests/core/test_varcoll.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Ranks that report how they were started (tests/test_warm_harness.py; not a test module).
+"""Ranks that report how they were started (tests/project/test_warm_harness.py; not a test module).
 
 The module names tensorflow, so tests/_warm.py forks its ranks from the zygote.
 """

@@ -1,4 +1,4 @@
-"""Worker functions of tests/test_tf_xla.py (see tests/_harness.py): XLA across processes."""
+"""Worker functions of tests/tf/test_tf_xla.py (see tests/_harness.py): XLA across processes."""
 
 from __future__ import annotations
 

@@ -38,6 +38,7 @@ else
   clang-format --dry-run --Werror "${CXX[@]}"
 fi
 "$VPY" tests/project/test_layering.py
+"$VPY" tests/project/test_engine_classes.py
 "$VPY" -m mypy
 shellcheck -x "${SH[@]}"  # -x: follow `source` (paths from the repository root)
 "$VPY" scripts/check_large_files.py

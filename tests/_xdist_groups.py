@@ -45,6 +45,7 @@ BUILDS_SCOPE = "the session's builds"
 LONG_FIRST: tuple[str, ...] = (
     BUILDS_SCOPE,  # the CUDA build of the core, then the TF op library with GPU kernels
     "builds/test_tf_first_use_build.py",  # one test: compiles the TF op library
+    "launch/test_ray_train.py",  # starts a Ray cluster, then the same jobs under pytfcomm-run
 )
 
 

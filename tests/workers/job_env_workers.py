@@ -1,4 +1,4 @@
-"""Ranks of tests/test_job_agreement.py: ``pytfcomm.init()`` from an environment the test
+"""Ranks of tests/launch/test_job_agreement.py: ``pytfcomm.init()`` from an environment the test
 writes per rank (every launcher variable inherited from the test run removed first)."""
 
 from __future__ import annotations

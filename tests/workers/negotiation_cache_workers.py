@@ -1,4 +1,4 @@
-"""Rank functions for tests/test_negotiation_cache.py: collectives agreed before
+"""Rank functions for tests/core/test_negotiation_cache.py: collectives agreed before
 (confirmed by cache slot, docs/negotiation.md), new ones and disagreeing ones, mixed."""
 
 from __future__ import annotations

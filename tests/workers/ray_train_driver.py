@@ -1,4 +1,4 @@
-"""Ray driver of tests/test_ray_train.py: ``python ray_train_driver.py OUT_DIR``.
+"""Ray driver of tests/launch/test_ray_train.py: ``python ray_train_driver.py OUT_DIR``.
 
 Starts a one-node Ray cluster on 127.0.0.1 (the test runs this in a network namespace
 of its own whose only interface is loopback, since Ray's servers listen on every

@@ -1,4 +1,4 @@
-"""The training function of tests/test_ray_train.py, run by Ray Train's
+"""The training function of tests/launch/test_ray_train.py, run by Ray Train's
 TensorflowTrainer and, for comparison, as a script under pytfcomm-run.
 
 It writes what each worker saw to ``<out>/rank<N>.json`` (JSON, never a pickle): a Keras

@@ -1,4 +1,4 @@
-"""Ranks of tests/test_tf_config_forms.py: each reads only the cluster variables a
+"""Ranks of tests/launch/test_tf_config_forms.py: each reads only the cluster variables a
 scheduler (TFJob, Vertex AI, Ray Train) writes; nothing from the harness's ``addr``."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ heterogeneous jobs, and what ``python -m pytfcomm info`` says about them.
 
 Pure Python, no network.  The environments are what each launcher sets (Open MPI 4's as
 ``mpirun -np 2 env`` printed here; the others from their documentation); the real
-launchers are exercised in tests/test_slurm.py and tests/test_job_agreement.py.
+launchers are exercised in tests/launch/test_slurm.py and tests/launch/test_job_agreement.py.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pytfcomm._cluster.slurm import slurm_tasks_per_node
 from pytfcomm._cluster.torchrun import torchrun_port
 from pytfcomm.errors import ConfigError
 
-# The fixtures of tests/test_cluster_config.py: launcher variables removed, resolve() by env.
+# The fixtures of tests/launch/test_cluster_config.py: launcher variables removed, resolve() by env.
 clean_env = test_cluster_config.clean_env
 env = test_cluster_config.env
 

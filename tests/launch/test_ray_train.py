@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ray  # requirements-dev.txt
+from _paths import WORKERS
 
-WORKERS = Path(__file__).resolve().parent / "workers"
 LAUNCHER = Path(sys.executable).with_name("pytfcomm-run")
 _CLEAN = ("PYTFCOMM_", "SLURM_", "OMPI_", "PMI", "TF_CONFIG", "RAY_")
 _ENV = {"PYTFCOMM_CONNECT_TIMEOUT": "120", "PYTFCOMM_TIMEOUT": "120"}

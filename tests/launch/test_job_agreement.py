@@ -13,10 +13,10 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from _harness import free_port, run_ranks
+from _paths import WORKERS
 
 # Every process of these tests waits at most this long to connect; a disagreement must be
 # reported well before, within _PROMPT seconds of init().
@@ -122,7 +122,7 @@ def test_ranks_reading_different_sources_are_refused() -> None:
     )
 
 
-_SLURM_WORKER = Path(__file__).resolve().parent / "workers" / "slurm_worker.py"
+_SLURM_WORKER = WORKERS / "slurm_worker.py"
 _OURS = ("PYTFCOMM_", "SLURM_", "TF_CONFIG", "OMPI_", "PMI", "MPI_LOCAL", "I_MPI_", "PRTE_")
 
 

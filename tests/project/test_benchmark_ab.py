@@ -13,8 +13,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from _paths import ROOT
 
-sys.path.append(str(Path(__file__).resolve().parents[1]))  # after the installed pytfcomm
+sys.path.append(str(ROOT))  # after the installed pytfcomm
 from benchmarks import _builds
 from benchmarks import ab as bench
 

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from _paths import ROOT
 
 from pytfcomm._launch import local
 
-ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
 # Files that may start processes outside the helper, and why.
@@ -30,7 +30,7 @@ ALLOWED = {
     "tests/_zygote.py": "the zygote: forks warm test ranks",
     "benchmarks/shm_ceiling.py": "forks two processes that share an anonymous mapping",
     "benchmarks/nccl.py": "GPU ranks under multiprocessing, results through a queue",
-    "tests/test_tf_placement.py": "one-question TensorFlow probes run at once, not ranks",
+    "tests/tf/test_tf_placement.py": "one-question TensorFlow probes run at once, not ranks",
     "tests/gpu/test_stream_collectives.py": "GPU-only driver ranks, not run without a GPU",
     "tests/gpu/test_standin_nccl.py": "GPU-only stand-in ranks, not run without a GPU",
 }

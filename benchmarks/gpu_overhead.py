@@ -17,6 +17,21 @@ per call (median over --iters, after a warm-up), in a fresh process:
 - ``pytfcomm staged``: the staged path's copies (one rank: no exchange).
 
 Needs a GPU, PyTorch and a CUDA build of pytfcomm.
+
+    python benchmarks/gpu_overhead.py --standin DIR [--iters 5000]
+
+runs without a GPU, on the CPU stand-ins built in DIR (tests/gpu/standin:
+libcuda.so.1, libnccl.so.2) with fake_cuda tensors, one rank, 4 bytes, and
+times pytfcomm's own per-call software (median microseconds per call):
+
+- ``python only``: ``comm.allreduce(x, out=x)`` with the native call replaced
+  by a no-op: argument checks, DLPack device queries, codes, the shape tag;
+- ``native only``: the native ``GpuCommunicator.allreduce`` called directly
+  (DLPack import, the stand-in's stream hand-off and NCCL, the wait);
+- ``whole call``: ``comm.allreduce(x, out=x)``.
+
+The stand-in's NCCL and streams are CPU code, so ``native only`` is no GPU
+figure; ``python only`` is the same code a GPU run executes.
 """
 
 from __future__ import annotations
@@ -144,13 +159,88 @@ def _child(way: str, nbytes: int, iters: int) -> float:
     return statistics.median(samples)
 
 
+STANDIN_WAYS = ("python only", "native only", "whole call")
+
+
+def _standin_child(iters: int) -> dict[str, float]:
+    """One rank on the stand-ins: median seconds per call of each STANDIN_WAYS."""
+    import fake_cuda
+    import numpy as np
+
+    import pytfcomm
+    from pytfcomm._dtypes import algorithm_code, op_code
+
+    fake_cuda.load(os.environ["PYTFCOMM_CUDA_DRIVER"])
+    comm = pytfcomm.init(rank=0, size=1, addr=f"127.0.0.1:{free_port()}")
+    x = fake_cuda.from_numpy(np.ones(1, np.float32))
+    gpu = comm.gpu_communicator()
+    args = (op_code("sum"), algorithm_code("auto"), comm.gpu_backend, -1.0, 0)
+
+    class _NoNative:
+        def allreduce(self, *a: object) -> None:
+            return None
+
+    def timed(once) -> float:
+        for _ in range(max(20, iters // 10)):
+            once()
+        samples = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            once()
+            samples.append(time.perf_counter() - t0)
+        return statistics.median(samples)
+
+    out = {"native only": timed(lambda: gpu.allreduce(x, x, *args))}
+    out["whole call"] = timed(lambda: comm.allreduce(x, out=x))
+    comm._gpu = _NoNative()  # the Python layer alone
+    out["python only"] = timed(lambda: comm.allreduce(x, out=x))
+    comm._gpu = gpu
+    if float(x.numpy()[0]) != 1.0:
+        raise AssertionError(f"wrong result {x.numpy()}")
+    comm.close()
+    return out
+
+
+def _standin(libs: str, iters: int) -> int:
+    """Run _standin_child in a process set up for the stand-ins in ``libs``; print a table."""
+    standin = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "gpu",
+                           "standin")  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTFCOMM_CUDA_DRIVER": os.path.join(libs, "libcuda.so.1"),
+        "PYTFCOMM_NCCL_LIBRARY": os.path.join(libs, "libnccl.so.2"),
+        "PYTHONPATH": os.pathsep.join([os.path.abspath(standin), os.environ.get("PYTHONPATH", "")]),
+        "PTCSI_GPUS": "1",
+    }
+    r = subprocess.run(
+        [sys.executable, __file__, "--standin-child", str(iters)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    if r.returncode != 0:
+        print(r.stderr[-3000:], file=sys.stderr)
+        return 1
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    print("| way (stand-ins, 1 rank, 4 B) | us per call |")
+    print("|---|---|")
+    for way in STANDIN_WAYS:
+        print(f"| {way} | {res[way] * 1e6:.1f} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Time every way at every size, each in its own process; print a table."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="4K,64M")
     p.add_argument("--iters", type=int, default=2000)
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument("--standin", metavar="DIR", help="time on the CPU stand-ins built in DIR")
+    p.add_argument("--standin-child", type=int, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.standin_child:
+        print(json.dumps(_standin_child(a.standin_child)))
+        return 0
+    if a.standin:
+        return _standin(a.standin, a.iters)
     if a.child:
         print(json.dumps(_child(a.child[0], int(a.child[1]), int(a.child[2]))))
         return 0

@@ -61,7 +61,16 @@ def _output_like(x: np.ndarray) -> np.ndarray:
 
 def shape_tag(shape: tuple[int, ...]) -> int:
     """A 32-bit digest of a shape, carried with collectives to catch shape mismatches."""
-    return _shape_tag(tuple(int(d) for d in shape))
+    tag = _SHAPE_TAGS.get(shape) if type(shape) is tuple else None
+    if tag is None:
+        tag = _shape_tag(tuple(int(d) for d in shape))
+        if type(shape) is tuple and len(_SHAPE_TAGS) < 4096:
+            _SHAPE_TAGS[shape] = tag  # the training loop's few shapes, as given
+    return tag
+
+
+# shape_tag's memo of the tuples callers pass (DLPack shapes: tuples of ints).
+_SHAPE_TAGS: dict[tuple, int] = {}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -270,9 +279,9 @@ class Communicator:
         if _dlpack.is_dlpack(x):
             kw = {"op": op, "algorithm": algorithm, "timeout": timeout}
             args = (op_code(op), algorithm_code(algorithm))
-            tag = shape_tag(tuple(x.shape))
+            shape = tuple(x.shape)
             return _dlpack.collective(
-                self, "allreduce", x, out, tuple(x.shape), args, kw, timeout_s(timeout), tag
+                self, "allreduce", x, out, shape, args, kw, timeout_s(timeout), shape_tag(shape)
             )
         x = check_input(x)
         code = op_code(op)

@@ -129,9 +129,11 @@ def collective(
         oa = None if out is None else _numpy_view(out, "out")
         result = getattr(comm, name)(xa, out=oa, **cpu_kwargs)
         return out if out is not None else _like(x, result)
-    gpu = comm.gpu_communicator()  # a build without CUDA says so here
+    gpu = comm._gpu or comm.gpu_communicator()  # a build without CUDA says so here
     if out is None:
         out = _empty_like(x, result_shape)
+    elif out is x and result_shape == tuple(x.shape):
+        pass  # in place: x was checked just now (CUDA, the result's shape)
     else:
         if not is_dlpack(out) or not _is_cuda(out, "out"):
             raise InvalidArgumentError("the input is on a GPU: out must be a CUDA tensor too")

@@ -166,6 +166,14 @@ py::dict gpu_info(const std::vector<std::string>& nccl_candidates) {
   d["nccl"] = ns.loaded ? py::str(ns.path) : py::str("not found");
   d["nccl_version"] = ns.loaded ? py::str(gpu::nccl_version_string(ns.version)) : py::str("-");
   if (!ns.loaded) d["nccl_status"] = ns.error;
+  if (ns.loaded) {
+    d["nccl_revoke"] = gpu::nccl().ncclCommRevoke != nullptr;
+    try {
+      d["nccl_mode"] = gpu::nccl_blocking() ? "blocking" : "nonblocking";
+    } catch (const Error& e) {
+      d["nccl_mode"] = str_cat("error: ", e.what());
+    }
+  }
   try {
     for (const auto& [k, v] : gpu::describe_gpu_params()) d[py::str(k)] = v;
   } catch (const Error& e) {
@@ -250,6 +258,17 @@ void bind_gpu(py::module_& m) {
           py::arg("src"), py::arg("dst"), py::arg("op"), py::arg("size"), py::arg("backend"),
           py::arg("timeout"), py::arg("shape_tag") = 0)
       .def("last_backend", &gpu::GpuCommunicator::last_backend)
+      .def(
+          "verify_stats",
+          [](const gpu::GpuCommunicator& g) {
+            auto [compact, full] = g.verify_stats();
+            py::dict d;
+            d["compact"] = compact;
+            d["full"] = full;
+            return d;
+          },
+          "NCCL calls confirmed by the compact check / that took the full round "
+          "(PYTFCOMM_GPU_VERIFY_CACHE)")
       .def("close", [](gpu::GpuCommunicator& g) {
         pytfcomm::Blocking blocking;
         g.close();

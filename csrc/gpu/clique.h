@@ -25,6 +25,7 @@
 #include "gpu/device.h"
 #include "gpu/gpu_params.h"
 #include "gpu/nccl_clique.h"
+#include "gpu/verify_cache.h"
 
 namespace pytfcomm::gpu {
 
@@ -77,6 +78,9 @@ class Clique {
   void fail(const std::string& why) noexcept;
   bool failed() const { return failed_.load(); }
 
+  // The agreed calls of this backend (gpu/verify_cache.h): the DLPack path's.
+  VerifyCache& verify_cache() { return verify_cache_; }
+
  private:
   std::vector<NcclClique*> nccl_cliques();
   std::vector<CUcontext> contexts() const;
@@ -87,6 +91,7 @@ class Clique {
   std::string nccl_missing_;  // which processes lack NCCL, and why this one does
   mutable std::mutex mu_;     // the pointers below (the poller reads them)
   std::unique_ptr<NcclClique> world_, local_, cross_;
+  VerifyCache verify_cache_;  // after devices_: freed before the contexts are released
   std::atomic<bool> failed_{false};
   std::string failure_;  // written once, before failed_ is set
 };

@@ -40,6 +40,8 @@ namespace pytfcomm::gpu {
   X(cuEventDestroy_v2)            \
   X(cuEventRecord)                \
   X(cuEventQuery)                 \
+  X(cuMemAlloc_v2)                \
+  X(cuMemFree_v2)                 \
   X(cuMemHostAlloc)               \
   X(cuMemFreeHost)                \
   X(cuMemcpyDtoHAsync_v2)         \

@@ -7,6 +7,7 @@
 #include "engine/external.h"
 #include "gpu/completion.h"
 #include "gpu/nccl_launch.h"
+#include "gpu/verify_cache.h"
 #include "local/local_reduce.h"
 #include "observe/timeline.h"
 
@@ -156,8 +157,21 @@ Backend run_collective(Group& g, const std::shared_ptr<Clique>& clique, Completi
         route.levels = c.hierarchy(deadline, digest);
       }
       NcclRun body(g, clique, route, how);
+      // The DLPack path (one call at a time, one GPU) may confirm a call
+      // agreed before with the compact check instead of the full round.
+      const bool compact = negotiate && how == Completion::kWait && g.members.size() == 1 &&
+                           gpu_params().verify_cache;
+      uint64_t key = 0;
+      if (compact) {
+        key = call_key(g);
+        if (c.verify_cache().confirm(key, c, *route.world, g.members[0], deadline)) {
+          run_direct(c.comm(), g, body, digest, deadline);
+          return b;
+        }
+      }
       if (negotiate) {
         run_negotiated(*c.comm(), g, body, digest);
+        if (compact) c.verify_cache().remember(key);
       } else {
         run_direct(c.comm(), g, body, digest, deadline);
       }

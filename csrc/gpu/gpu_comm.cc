@@ -30,6 +30,12 @@ std::string GpuCommunicator::last_backend() const {
   return last_ == Backend::kAuto ? "" : backend_name(last_);
 }
 
+std::pair<uint64_t, uint64_t> GpuCommunicator::verify_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!clique_) return {0, 0};
+  return {clique_->verify_cache().compact_checks(), clique_->verify_cache().full_rounds()};
+}
+
 Clique& GpuCommunicator::clique_for(int ordinal) {
   if (!clique_) clique_ = std::make_shared<Clique>(comm_, std::vector<int>{ordinal});
   const int mine = clique_->device(0).ordinal();

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "common/clock.h"
 #include "common/dtype.h"
@@ -58,6 +59,9 @@ class GpuCommunicator {
 
   // "nccl" or "staged": what the last collective used ("" before any).
   std::string last_backend() const;
+  // NCCL calls confirmed by the compact check, and those that took the
+  // full round first (gpu/verify_cache.h); both 0 before the first.
+  std::pair<uint64_t, uint64_t> verify_stats() const;
   // Release NCCL, streams and pinned memory (idempotent).
   void close();
 

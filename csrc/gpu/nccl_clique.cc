@@ -1,17 +1,33 @@
 #include "gpu/nccl_clique.h"
 
+#include <chrono>
 #include <exception>
 
 #include "common/error.h"
 #include "gpu/check.h"
 #include "gpu/device.h"
+#include "gpu/gpu_params.h"
 #include "gpu/nccl_lib.h"
+#include "gpu/watchdog.h"
 
 namespace pytfcomm::gpu {
+namespace {
+
+// How long a blocking call may stay inside NCCL after ncclCommRevoke before
+// the watchdog aborts the communicators under it.
+constexpr double kRevokeGraceS = 5.0;
+
+TimePoint after_grace(TimePoint deadline) {
+  const auto grace =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kRevokeGraceS));
+  return deadline >= TimePoint::max() - grace ? TimePoint::max() : deadline + grace;
+}
+
+}  // namespace
 
 NcclClique::NcclClique(const ncclUniqueId& id, int nranks, int first_rank,
                        const std::vector<CUcontext>& contexts, const char* name, TimePoint deadline)
-    : name_(name) {
+    : name_(name), blocking_(nccl_blocking()) {
   const NcclLib& lib = nccl();
   comms_.assign(contexts.size(), nullptr);
   ncclResult_t first = ncclSuccess;
@@ -25,7 +41,7 @@ NcclClique::NcclClique(const ncclUniqueId& id, int nranks, int first_rank,
       for (size_t i = 0; i < contexts.size(); ++i) {
         ScopedContext scope(contexts[i]);
         ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-        config.blocking = 0;
+        config.blocking = blocking_ ? 1 : 0;
         ncclResult_t r = lib.ncclCommInitRankConfig(&comms_[i], nranks, id,
                                                     first_rank + static_cast<int>(i), &config);
         if (first == ncclSuccess && r != ncclInProgress) first = r;
@@ -33,7 +49,11 @@ NcclClique::NcclClique(const ncclUniqueId& id, int nranks, int first_rank,
     } catch (...) {
       err = std::current_exception();
     }
-    ncclResult_t r = lib.ncclGroupEnd();
+    // Blocking: the group's end waits for every rank's init (bounded: an
+    // init cannot be revoked, so the watchdog aborts it at the deadline).
+    ncclResult_t r = blocking_ && !err ? bounded("ncclCommInitRankConfig", deadline, false,
+                                                 [&] { return lib.ncclGroupEnd(); })
+                                       : lib.ncclGroupEnd();
     if (first == ncclSuccess && r != ncclInProgress) first = r;
   }
   try {
@@ -56,9 +76,20 @@ NcclClique::~NcclClique() {
   // Finalize flushes outstanding work (a group: one thread, several ranks);
   // bounded, and aborted past the bound.
   const TimePoint deadline = deadline_after(10.0);
-  lib.ncclGroupStart();
-  for (ncclComm_t c : comms_) lib.ncclCommFinalize(c);
-  lib.ncclGroupEnd();
+  auto finalize = [&] {
+    lib.ncclGroupStart();
+    for (ncclComm_t c : comms_) lib.ncclCommFinalize(c);
+    return lib.ncclGroupEnd();
+  };
+  if (blocking_) {
+    try {
+      bounded("ncclCommFinalize", deadline, false, finalize);
+    } catch (const std::exception&) {
+      return;  // aborted
+    }
+  } else {
+    finalize();
+  }
   const TimePoint start = Clock::now();
   for (ncclComm_t c : comms_) {
     ncclResult_t state = ncclInProgress;
@@ -78,11 +109,57 @@ void NcclClique::abort_locked(const std::string& why) noexcept {
   if (aborted_.load()) return;
   why_ = why;
   aborted_.store(true);
-  const NcclLib& lib = nccl();  // loaded, or there would be no clique
+  const NcclLib& lib = nccl();                // loaded, or there would be no clique
+  const bool done = handles_aborted_.load();  // by the watchdog, under a call
   for (ncclComm_t& c : comms_) {
-    if (c != nullptr) lib.ncclCommAbort(c);
+    if (c != nullptr && !done) lib.ncclCommAbort(c);
     c = nullptr;
   }
+}
+
+void NcclClique::revoke_handles() noexcept {
+  const NcclLib& lib = nccl();
+  for (ncclComm_t c : comms_) {
+    if (c != nullptr) lib.ncclCommRevoke(c, 0 /* NCCL_REVOKE_DEFAULT */);
+  }
+}
+
+void NcclClique::abort_handles() noexcept {
+  if (handles_aborted_.exchange(true)) return;
+  const NcclLib& lib = nccl();
+  for (ncclComm_t c : comms_) {
+    if (c != nullptr) lib.ncclCommAbort(c);
+  }
+}
+
+ncclResult_t NcclClique::bounded(const char* what, TimePoint deadline, bool revocable,
+                                 const std::function<ncclResult_t()>& call) {
+  std::atomic<bool> stepped_in{false};
+  ncclResult_t r = ncclSuccess;
+  {
+    // The alarms fire only while `call` runs: their destructors wait for a
+    // firing one, and mu_ (held) keeps comms_ as they are meanwhile.
+    WatchdogAlarm stop(deadline, [&] {
+      stepped_in.store(true);
+      if (revocable) {
+        revoke_handles();
+      } else {
+        abort_handles();
+      }
+    });
+    WatchdogAlarm last(after_grace(deadline), [&] {
+      stepped_in.store(true);
+      abort_handles();
+    });
+    r = call();
+  }
+  if (!stepped_in.load()) return r;
+  const char* how = revocable ? "revoked (ncclCommRevoke), then aborted" : "aborted";
+  abort_locked(str_cat("timed out in ", what, " (NCCL was ", how, ")"));
+  PTC_THROW(kTimeout, "timed out in ", what, ": NCCL had not returned by the deadline and was ",
+            how,
+            ": a rank or local replica stopped before the collective, hung, or is slower "
+            "than PYTFCOMM_TIMEOUT");
 }
 
 void NcclClique::abort(const std::string& why) noexcept {
@@ -139,7 +216,10 @@ void NcclClique::launch(const char* what,
     } catch (...) {
       err = std::current_exception();  // the group must still be closed
     }
-    ncclResult_t end = lib.ncclGroupEnd();
+    // Blocking: the end returns once NCCL took the work (bounded).
+    ncclResult_t end = blocking_ && !err
+                           ? bounded(what, deadline, true, [&] { return lib.ncclGroupEnd(); })
+                           : lib.ncclGroupEnd();
     if (r == ncclSuccess || r == ncclInProgress) r = end;
   }
   if (err) {
@@ -147,6 +227,7 @@ void NcclClique::launch(const char* what,
     std::rethrow_exception(err);
   }
   if (r != ncclSuccess && r != ncclInProgress) raise(0, r, what);
+  if (blocking_) return;  // nothing in progress
   for (size_t i = 0; i < comms_.size(); ++i) settle(i, r, what, deadline);
 }
 
@@ -155,7 +236,10 @@ void NcclClique::check(const char* what) {
   size_t bad = comms_.size();
   ncclResult_t state = ncclSuccess;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    // A blocking launch in flight holds the mutex (bounded by the watchdog):
+    // this cheap check then waits for the next turn instead.
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return;
     if (aborted_.load()) PTC_THROW(kClosed, "the NCCL communicator was aborted: ", why_);
     const NcclLib& lib = nccl();
     for (size_t i = 0; i < comms_.size() && bad == comms_.size(); ++i) {

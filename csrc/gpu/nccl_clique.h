@@ -3,12 +3,23 @@
 // per local GPU. The only owner of ncclComm_t in pytfcomm, and so the one
 // place for their set-up, settling, error checks, abort and release.
 //
-// Communicators are non-blocking (ncclConfig_t.blocking = 0) because NCCL
-// has no timeout: nothing waits inside NCCL, a call that returns
-// ncclInProgress is polled (settled) against pytfcomm's deadline, and any
-// thread may abort() them (the poller at a deadline). A mutex covers each
-// NCCL call, never a wait, so an abort cannot free a communicator under a
-// launch.
+// NCCL has no timeout, so every wait is bounded here, in one of two ways
+// (gpu_params.h's nccl_blocking()):
+// - Blocking (ncclConfig_t.blocking = 1; the loaded NCCL has ncclCommRevoke,
+//   2.28+): a call returns when NCCL accepted the work, with no thread of
+//   NCCL's own per launch. Each call that may block is covered by a
+//   watchdog alarm (gpu/watchdog.h): at the deadline it revokes the
+//   communicators (ncclCommRevoke ends in-flight operations), the call
+//   returns, and the caller aborts them and throws kTimeout; a call still
+//   inside NCCL kRevokeGraceS later is aborted from the watchdog. An init
+//   (which cannot be revoked) is aborted at the deadline.
+// - Non-blocking (blocking = 0; older NCCL): nothing waits inside NCCL, a
+//   call that returns ncclInProgress is polled (settled) against the
+//   deadline.
+// Any thread may abort() them (the poller at a deadline). A mutex covers
+// each NCCL call, so an abort cannot free a communicator under a launch;
+// on the blocking path an abort waits for a launch in flight, which the
+// watchdog bounds.
 #pragma once
 
 #include <cuda.h>
@@ -37,6 +48,7 @@ class NcclClique {
   NcclClique& operator=(const NcclClique&) = delete;
 
   int members() const { return static_cast<int>(comms_.size()); }
+  bool blocking() const { return blocking_; }
   const char* name() const { return name_; }
 
   // Runs enqueue(comms) between ncclGroupStart and ncclGroupEnd (it returns
@@ -57,10 +69,19 @@ class NcclClique {
   void settle(size_t i, ncclResult_t r, const char* what, TimePoint deadline);
   [[noreturn]] void raise(size_t i, ncclResult_t r, const char* what);
   void abort_locked(const std::string& why) noexcept;
+  // Runs `call` (an NCCL call that may block) under the watchdog: revoked at
+  // `deadline`, aborted kRevokeGraceS later. mu_ is held. Returns its result;
+  // throws kTimeout (after abort) when the watchdog had to step in.
+  ncclResult_t bounded(const char* what, TimePoint deadline, bool revocable,
+                       const std::function<ncclResult_t()>& call);
+  void revoke_handles() noexcept;  // from the watchdog, mu_ held by the caller
+  void abort_handles() noexcept;   // likewise, the last resort
 
   const char* name_;
+  bool blocking_ = false;
   std::vector<ncclComm_t> comms_;
-  std::mutex mu_;  // held for each NCCL call
+  std::atomic<bool> handles_aborted_{false};  // abort_handles() ran
+  std::mutex mu_;                             // held for each NCCL call
   std::atomic<bool> aborted_{false};
   std::string why_;  // written once, before aborted_ is set
 };

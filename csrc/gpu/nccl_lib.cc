@@ -32,6 +32,7 @@ std::string try_load(const std::string& path) {
   }
   PTC_NCCL_FUNCS(PTC_RESOLVE)
 #undef PTC_RESOLVE
+  lib.ncclCommRevoke = reinterpret_cast<NcclCommRevokeFn>(dlsym(h, "ncclCommRevoke"));
   if (lib.ncclGetVersion(&lib.version) != ncclSuccess) {
     dlclose(h);
     return "ncclGetVersion failed";

@@ -29,10 +29,16 @@ namespace pytfcomm::gpu {
   X(ncclAllGather)          \
   X(ncclBroadcast)
 
+// ncclCommRevoke (NCCL 2.28+), declared here so that older headers build.
+using NcclCommRevokeFn = ncclResult_t (*)(ncclComm_t comm, int revoke_flags);
+
 struct NcclLib {
 #define PTC_DECLARE(name) decltype(&::name) name = nullptr;
   PTC_NCCL_FUNCS(PTC_DECLARE)
 #undef PTC_DECLARE
+  // Optional: null when the loaded NCCL lacks it (then communicators are
+  // non-blocking; gpu/nccl_clique.h).
+  NcclCommRevokeFn ncclCommRevoke = nullptr;
   std::string path;
   int version = 0;  // NCCL_VERSION_CODE of the loaded library, e.g. 23007
 };

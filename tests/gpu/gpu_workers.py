@@ -218,7 +218,7 @@ def collectives(
             want = np.arange(10, dtype=np.float32) * sum(range(1, size + 1))
             check("allreduce out=None", comm.allreduce(x), want)
         backend = comm._gpu.last_backend() if comm._gpu is not None else ""
-    return {"failures": failures, "backend": backend}
+    return {"failures": failures, "backend": backend, "nccl_mode": nccl_mode()}
 
 
 class _ProducerStream:
@@ -378,6 +378,13 @@ def one_rank_missing(rank: int, size: int, addr: str, transport: str | None) -> 
         return "no error"
 
 
+def nccl_mode() -> str:
+    """How this process's NCCL communicators wait: "blocking" or "nonblocking"."""
+    import pytfcomm._core as core
+
+    return str(core.gpu_info().get("nccl_mode", "-"))
+
+
 def failing(rank: int, size: int, addr: str, timeout: float, calls: int = 3) -> dict:
     """Up to ``calls`` all-reduces (a fault knob makes one fail); the first error's
     class, message and the seconds that call took; then whether the communicator
@@ -401,6 +408,7 @@ def failing(rank: int, size: int, addr: str, timeout: float, calls: int = 3) -> 
             except pytfcomm.CommError as e:
                 res["after"] = f"{type(e).__name__}: {e}"
             res["after_took"] = time.monotonic() - t0
+    res["nccl_mode"] = nccl_mode()
     return res
 
 
@@ -492,3 +500,39 @@ def killed_in_stream(rank: int, size: int, addr: str, timeout: float) -> dict:
                 ok = bool((to_cpu(out) == want).all())
                 res["right" if ok else "wrong"] += 1
         return res
+
+
+def verify_cache(rank: int, size: int, addr: str, repeats: int, change: str) -> dict:
+    """``repeats`` identical all-reduces, then one where the last rank's call differs
+    (``change``: count, op or "" for none), then one identical again; every result
+    checked. Returns the verification counters after each phase and the changed
+    call's outcome."""
+    setup(rank)
+    odd = rank == size - 1
+    res: dict = {"wrong": 0}
+    with pytfcomm.init(rank=rank, size=size, addr=addr, timeout=20) as comm:
+        want = float(size * (size + 1) // 2)
+
+        def once(n: int = 1000, op: str = "sum") -> None:
+            x = to_gpu(np.full(n, rank + 1, np.float32))
+            got = to_cpu(call(comm, "allreduce", x, x.shape, op))
+            expect = want if op == "sum" else float(size)
+            res["wrong"] += int((got != expect).sum())
+
+        for _ in range(repeats):
+            once()
+        res["after_repeats"] = dict(comm._gpu.verify_stats())
+        res["changed"] = "no error"
+        if change:
+            try:
+                if change == "count":
+                    once(1000 + odd)
+                elif change == "op":
+                    once(op="max" if odd else "sum")
+                else:
+                    raise ValueError(change)
+            except pytfcomm.CommError as e:
+                res["changed"] = f"{type(e).__name__}: {e}"
+        once()
+        res["after_all"] = dict(comm._gpu.verify_stats())
+    return res

@@ -45,6 +45,7 @@ EXPORTS = {
     "ncclAllGather",
     "ncclBroadcast",
 }
+OPTIONAL = {"ncclCommRevoke"}  # NCCL 2.28+; pytfcomm's blocking mode needs it
 
 
 def _missing() -> str | None:
@@ -132,13 +133,16 @@ def run(
     return outputs
 
 
-def test_exports_exactly_what_pytfcomm_loads(build: Path) -> None:
-    lib = build / "libnccl.so.2"
+@pytest.mark.parametrize(("where", "want"), [("", EXPORTS | OPTIONAL), ("norevoke", EXPORTS)])
+def test_exports_exactly_what_pytfcomm_loads(build: Path, where: str, want: set[str]) -> None:
+    """libnccl.so.2 exports what pytfcomm loads, ncclCommRevoke included;
+    norevoke/libnccl.so.2 (an NCCL before 2.28) the same without it."""
+    lib = build / where / "libnccl.so.2"
     out = subprocess.run(
         ["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True
     ).stdout
     names = {line.split()[-1] for line in out.splitlines() if line.strip()}
-    assert names == EXPORTS
+    assert names == want
     needed = subprocess.run(
         ["readelf", "-d", str(lib)], capture_output=True, text=True, check=True
     ).stdout

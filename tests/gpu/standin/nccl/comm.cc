@@ -55,6 +55,9 @@ void Comm::mark_busy() {
 }
 
 ncclResult_t Comm::state() {
+  // Revoked: in progress until every queued work item was released.
+  if (revoked.load()) return pending.load() > 0 ? ncclInProgress : ncclSuccess;
+  if (stuck.load()) return ncclInProgress;
   auto e = static_cast<ncclResult_t>(error.load());
   if (e == ncclSuccess && !ready.load()) {
     Header* h = seg->header();

@@ -30,7 +30,9 @@ struct Comm {
   std::atomic<int64_t> busy_until{0};   // PTCSI_NCCL_INPROGRESS: steady-clock ns
   std::atomic<int> pending{0};          // work items enqueued and not yet released
   std::atomic<bool> finalizing{false};
-  std::atomic<uint64_t> calls{0};  // collectives issued (the fault knobs count these)
+  std::atomic<bool> revoked{false};  // ncclCommRevoke: in progress until quiescent
+  std::atomic<bool> stuck{false};    // PTCSI_NCCL_STOP_AT reached (non-blocking)
+  std::atomic<uint64_t> calls{0};    // collectives issued (the fault knobs count these)
 
   // Serialises this rank's work items (streams may differ) and guards the
   // protocol counters below.

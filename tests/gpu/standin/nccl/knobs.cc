@@ -48,7 +48,11 @@ Knobs read_knobs() {
   }
   read_at("PTCSI_NCCL_ASYNC_ERROR_AT", &k.error_at, &k.error_rank);
   read_at("PTCSI_NCCL_HANG_AT", &k.hang_at, &k.hang_rank);
+  read_at("PTCSI_NCCL_STOP_AT", &k.stop_at, &k.stop_rank);
   if (const char* v = std::getenv("PTCSI_NCCL_INPROGRESS")) k.in_progress = std::string(v) == "1";
+  if (const char* v = std::getenv("PTCSI_NCCL_LAUNCH_WAITS")) {
+    k.launch_waits = std::string(v) == "1";
+  }
   if (const char* v = std::getenv("PTCSI_NCCL_SLOT_BYTES"); v != nullptr && *v != '\0') {
     uint64_t b = 0;
     if (parse_u64(v, &b) && b >= 64) {

@@ -28,7 +28,9 @@
 // - Count-0 collectives are no-ops (no exchange). Buffers must be stand-in
 //   device memory (ptcsi_is_device_range), else ncclInvalidArgument.
 //
-// Environment knobs (read at each ncclCommInitRankConfig):
+// Environment knobs (read at each ncclCommInitRankConfig; "the n-th
+// collective" counts neither pytfcomm's compact verification, a 4-element
+// uint64 max all-reduce, nor count-0 calls):
 //   PTCSI_NCCL_NEVER_JOIN=<rank>        that rank's init never completes: it
 //       stays ncclInProgress, and so do its peers', which wait for it.
 //   PTCSI_NCCL_ASYNC_ERROR_AT=<n>[:<rank>]  the n-th collective (1-based,
@@ -42,6 +44,21 @@
 //       error stays ncclInProgress for 5 ms after each, before ncclSuccess.
 //   PTCSI_NCCL_SLOT_BYTES=<bytes>       per-rank exchange slot (default 1 MiB;
 //       decided by the rank creating the segment), to test chunking.
+//   PTCSI_NCCL_STOP_AT=<n>[:<rank>]     that rank stops before launching its
+//       n-th collective (a process stopped between pytfcomm's verification
+//       and NCCL): a blocking comm's launch never returns until the comm is
+//       revoked or aborted; a non-blocking one returns ncclInProgress and
+//       stays in progress. Its peers never see it launch.
+//   PTCSI_NCCL_LAUNCH_WAITS=1           blocking comms only: a launch returns
+//       once every rank launched the same collective (as NCCL's connection
+//       set-up at a peer's first use does), or fails when revoked/aborted.
+//
+// ncclCommRevoke (NCCL 2.28+) is exported unless built with PTCSI_NO_REVOKE
+// (the CMake target nccl_standin_norevoke: an older NCCL, found by dlsym):
+// it ends every wait of the comm (a blocked launch returns
+// ncclInvalidUsage, queued work fails), ncclCommGetAsyncError then says
+// ncclInProgress until no work item is queued, then ncclSuccess; later
+// collectives and ncclCommFinalize are ncclInvalidUsage.
 #include <fcntl.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -97,8 +114,40 @@ ncclResult_t wait_settled(Comm& c) {
   }
 }
 
+ncclResult_t stopped_in_launch(Comm& c) {
+  return fail(ncclInvalidUsage, std::string("NCCL stand-in: the communicator was ") +
+                                    (c.revoked.load() ? "revoked" : "aborted") +
+                                    " during a launch");
+}
+
+// PTCSI_NCCL_STOP_AT and PTCSI_NCCL_LAUNCH_WAITS, then onto the stream.
 ncclResult_t enqueue(Work* w, CUstream stream) {
   std::shared_ptr<Comm> c = w->comm;
+  if (c->revoked.load()) {
+    delete w;
+    return fail(ncclInvalidUsage, "NCCL stand-in: collective on a revoked communicator");
+  }
+  if (c->knobs.stop_here(c->rank, w->call)) {
+    delete w;
+    if (!c->blocking) {
+      c->stuck.store(true);
+      return ncclSuccess;
+    }
+    while (!c->stop.load()) sleep_tick();
+    return stopped_in_launch(*c);
+  }
+  if (c->blocking && c->knobs.launch_waits) {
+    c->seg->ctl(c->rank)->launched.store(w->call, std::memory_order_release);
+    for (int r = 0; r < c->nranks; ++r) {
+      while (c->seg->ctl(r)->launched.load(std::memory_order_acquire) < w->call) {
+        if (c->stop.load()) {
+          delete w;
+          return stopped_in_launch(*c);
+        }
+        sleep_tick();
+      }
+    }
+  }
   c->pending.fetch_add(1);
   CUresult r = ptcsi_stream_enqueue(stream, run_work, w, release_work);
   if (r != CUDA_SUCCESS) {
@@ -157,13 +206,19 @@ ncclResult_t collective(Kind kind, const void* send, void* recv, size_t count, n
     return r;
   }
   if (count == 0) return ncclSuccess;
-  auto* w = new Work{c, kind, send, recv, count, type, op, root, c->calls.fetch_add(1) + 1};
+  // pytfcomm's compact verification (csrc/gpu/verify_cache.h) is not
+  // counted, so the fault knobs name the same data collective with it or
+  // without it; its number is 0, which no knob matches.
+  const bool check = kind == Kind::kAllReduce && type == ncclUint64 && op == ncclMax && count == 4;
+  auto* w =
+      new Work{c, kind, send, recv, count, type, op, root, check ? 0 : c->calls.fetch_add(1) + 1};
   auto s = reinterpret_cast<CUstream>(stream);
   if (g.depth > 0) {
     g.calls.push_back({w, s});
   } else {
     r = enqueue(w, s);
     if (r != ncclSuccess) return r;
+    if (c->stuck.load() && !c->blocking) return ncclInProgress;
   }
   c->mark_busy();
   return c->knobs.in_progress && !c->blocking ? ncclInProgress : ncclSuccess;
@@ -287,6 +342,9 @@ PTCSI_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t*
 PTCSI_NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   std::shared_ptr<Comm> c = find_comm(comm);
   if (c == nullptr) return fail(ncclInvalidArgument, "ncclCommFinalize: invalid communicator");
+  if (c->revoked.load()) {
+    return fail(ncclInvalidUsage, "ncclCommFinalize: invalid after ncclCommRevoke");
+  }
   c->finalizing.store(true);
   if (c->blocking) return wait_settled(*c);
   return c->pending.load() > 0 ? ncclInProgress : ncclSuccess;
@@ -309,6 +367,19 @@ PTCSI_NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 PTCSI_NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return release_comm(comm, "ncclCommAbort");
 }
+
+#ifndef PTCSI_NO_REVOKE
+PTCSI_NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  std::shared_ptr<Comm> c = find_comm(comm);
+  if (c == nullptr) return fail(ncclInvalidArgument, "ncclCommRevoke: invalid communicator");
+  if (revokeFlags != NCCL_REVOKE_DEFAULT) {
+    return fail(ncclInvalidArgument, "ncclCommRevoke: revokeFlags must be NCCL_REVOKE_DEFAULT");
+  }
+  c->revoked.store(true);
+  c->stop.store(true);  // every wait of the comm ends within a tick; queued work fails
+  return ncclSuccess;
+}
+#endif
 
 PTCSI_NCCL_API ncclResult_t ncclGroupStart() {
   ++group().depth;
@@ -340,6 +411,7 @@ PTCSI_NCCL_API ncclResult_t ncclGroupEnd() {
       c->mark_busy();
       in_progress = true;
     }
+    if (c->stuck.load() && !c->blocking) in_progress = true;
   }
   if (r != ncclSuccess) return r;
   for (auto& c : inits) {

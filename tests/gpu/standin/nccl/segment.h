@@ -29,8 +29,9 @@ struct Desc {
 };
 
 struct alignas(64) RankCtl {
-  std::atomic<uint64_t> arrived;  // the last barrier step this rank reached
-  Desc desc[2];                   // by barrier-step parity
+  std::atomic<uint64_t> arrived;   // the last barrier step this rank reached
+  std::atomic<uint64_t> launched;  // its last launched call (PTCSI_NCCL_LAUNCH_WAITS)
+  Desc desc[2];                    // by barrier-step parity
 };
 
 struct Header {

@@ -1,0 +1,90 @@
+#include "gpu/watchdog.h"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace pytfcomm::gpu {
+namespace {
+
+class Watchdog {
+ public:
+  static Watchdog& get() {
+    static auto* w = new Watchdog();  // never destroyed: its thread outlives exit paths
+    return *w;
+  }
+
+  uint64_t arm(TimePoint when, std::function<void()> fire) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t id = ++next_;
+    const bool earliest = alarms_.empty() || when < alarms_.begin()->first.first;
+    alarms_.emplace(std::make_pair(when, id), std::move(fire));
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    if (earliest) cv_.notify_all();
+    return id;
+  }
+
+  void disarm(uint64_t id) {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (auto it = alarms_.begin(); it != alarms_.end(); ++it) {
+      if (it->first.second == id) {
+        alarms_.erase(it);
+        return;
+      }
+    }
+    done_cv_.wait(lock, [&] { return running_ != id; });
+    fired_.erase(id);
+  }
+
+  bool fired(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fired_.count(id) != 0;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      if (alarms_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      auto it = alarms_.begin();
+      if (Clock::now() < it->first.first) {
+        cv_.wait_until(lock, it->first.first);
+        continue;
+      }
+      const uint64_t id = it->first.second;
+      std::function<void()> fire = std::move(it->second);
+      alarms_.erase(it);
+      running_ = id;
+      fired_.insert(id);
+      lock.unlock();
+      fire();
+      lock.lock();
+      running_ = 0;
+      done_cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::map<std::pair<TimePoint, uint64_t>, std::function<void()>> alarms_;
+  std::set<uint64_t> fired_;  // ids that fired and were not disarmed yet
+  uint64_t next_ = 0;
+  uint64_t running_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace
+
+WatchdogAlarm::WatchdogAlarm(TimePoint when, std::function<void()> fire)
+    : id_(Watchdog::get().arm(when, std::move(fire))) {}
+
+WatchdogAlarm::~WatchdogAlarm() { Watchdog::get().disarm(id_); }
+
+bool WatchdogAlarm::fired() const { return Watchdog::get().fired(id_); }
+
+}  // namespace pytfcomm::gpu

@@ -85,7 +85,7 @@ class Driver {
   std::vector<const char*> fast_data_;
   Announcement fast_one_;   // a record's one collective (fast_round)
   std::string fast_label_;  // rank 0's label of it, which the agreed cache learns
-  OwnedRequests owned_;  // asynchronous requests, until finished
+  OwnedRequests owned_;     // asynchronous requests, until finished
   std::vector<ParsedRecord> parsed_;
   RecordWriter writer_;
   std::string context_;  // what the driver does now, for messages

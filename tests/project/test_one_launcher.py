@@ -28,6 +28,7 @@ ALLOWED = {
     "pytfcomm/tf/_build.py": "compiler processes, not ranks",
     "tests/_warm.py": "starts the zygote that forks warm test ranks",
     "tests/_zygote.py": "the zygote: forks warm test ranks",
+    "tests/_launcher_run.py": "starts pytfcomm-run itself (pipes, signals to its group), not ranks",
     "benchmarks/shm_ceiling.py": "forks two processes that share an anonymous mapping",
     "benchmarks/nccl.py": "GPU ranks under multiprocessing, results through a queue",
     "tests/tf/test_tf_placement.py": "one-question TensorFlow probes run at once, not ranks",

@@ -33,8 +33,9 @@ apt_install() {
 # C++ unit tests (GoogleTest), formatting check, shell script check
 # (scripts/lint.sh), network namespaces for tests, clang with its runtime for
 # the libFuzzer target (fuzz/run.sh), and Slurm with munge for
-# tests/launch/test_slurm.py (which starts its own one-node cluster).
-apt_install libgtest-dev clang-format shellcheck iproute2 clang libclang-rt-14-dev slurm-wlm munge
+# tests/launch/test_slurm.py (which starts its own one-node cluster), and MPICH
+# (mpiexec.hydra; Open MPI keeps the mpirun name) for tests/launch/test_job_agreement.py.
+apt_install libgtest-dev clang-format shellcheck iproute2 clang libclang-rt-14-dev slurm-wlm munge mpich
 
 if [[ ! -x "$VENV/bin/python" ]]; then
   log "creating $VENV"

@@ -157,3 +157,42 @@ def test_real_mpirun_ranks_agree_on_its_job_id() -> None:
     ], views
     assert views[0]["job"] == views[1]["job"], views
     assert str(views[0]["job"]).startswith("OMPI_MCA_ess_base_jobid="), views
+
+
+_HYDRA = shutil.which("mpiexec.hydra")
+
+
+@pytest.mark.skipif(_HYDRA is None, reason="no mpiexec.hydra (apt-get install mpich)")
+@pytest.mark.parametrize("port", [False, True], ids=["no_port", "port"])
+def test_real_mpich_hydra_ranks_form_one_job(port: bool) -> None:
+    """MPICH's Hydra sets PMI_RANK/PMI_SIZE/MPI_LOCALRANKID but no job id: without
+    PYTFCOMM_PORT every rank refuses, saying to set it; with it, one job of 2."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_OURS)}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR"):
+        env.pop(name, None)
+    env.update(PYTFCOMM_CONNECT_TIMEOUT="60", PYTFCOMM_TIMEOUT="60")
+    if port:
+        env["PYTFCOMM_PORT"] = str(free_port())
+    assert _HYDRA is not None
+    res = subprocess.run(
+        [_HYDRA, "-n", "2", sys.executable, str(_SLURM_WORKER)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd="/",
+    )
+    views = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert len(views) == 2, res.stdout + res.stderr
+    if not port:
+        assert res.returncode != 0
+        for v in views:
+            assert v["error"] == "ConfigError", v
+            assert "PMI_RANK" in v["message"] and "PYTFCOMM_PORT" in v["message"], v
+        return
+    assert res.returncode == 0, res.stdout + res.stderr
+    views.sort(key=lambda v: v["rank"])
+    assert [(v["rank"], v["size"], v["source"], v["local_size"], v["sum"]) for v in views] == [
+        (0, 2, "mpi", 2, [3, 3, 3, 3]),
+        (1, 2, "mpi", 2, [3, 3, 3, 3]),
+    ], views

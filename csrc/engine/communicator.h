@@ -28,7 +28,7 @@
 //                  waiting.cc: await and the background thread's loop).
 //   Driver         the negotiation rounds (driver.cc, out_of_step.cc,
 //                  join.cc); one thread at a time, the one holding the role.
-//   Executor       the data movement of a decided collective and the choice
+//   CollectiveExecutor       the data movement of a decided collective and the choice
 //                  of algorithm and segments (execute.cc); the driver's.
 //
 // Lock order (docs/architecture.md, "Engine internals"). Outer to inner;
@@ -45,7 +45,7 @@
 //   4. Locks inside the transport, the timeline and the stall inspector:
 //      leaves, taken within their own calls.
 // The driver role is not a lock but a flag under mu_ (RequestQueue's
-// driving_): who holds it uses the Driver, the Executor and the transport
+// driving_): who holds it uses the Driver, the CollectiveExecutor and the transport
 // without mu_; close() takes it for good before it releases the transport.
 // Read without a lock, and why that is enough:
 //   - RequestQueue's has_submitted_ (acquire; set under mu_ after the

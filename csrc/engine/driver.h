@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "engine/executor.h"
+#include "engine/collective_executor.h"
 #include "engine/negotiator.h"
 #include "engine/request.h"
 #include "engine/request_queue.h"
@@ -46,8 +46,8 @@ class Driver {
   // holds, announced or not, with `error`.
   void abandon(const std::exception_ptr& error);
 
-  Executor& executor() { return executor_; }
-  const Executor& executor() const { return executor_; }
+  CollectiveExecutor& executor() { return executor_; }
+  const CollectiveExecutor& executor() const { return executor_; }
 
  private:
   enum class RoundState { kBetween, kInRound };
@@ -88,8 +88,8 @@ class Driver {
   OwnedRequests owned_;     // asynchronous requests, until finished
   std::vector<ParsedRecord> parsed_;
   RecordWriter writer_;
-  std::string context_;  // what the driver does now, for messages
-  Executor executor_;    // after context_, which it writes too
+  std::string context_;          // what the driver does now, for messages
+  CollectiveExecutor executor_;  // after context_, which it writes too
 };
 
 }  // namespace pytfcomm

@@ -10,8 +10,8 @@
 #include "common/logging.h"
 #include "common/param.h"
 #include "common/reduce.h"
+#include "engine/collective_executor.h"
 #include "engine/engine_config.h"
-#include "engine/executor.h"
 #include "engine/external.h"
 #include "engine/timeline_slot.h"
 #include "observe/stall_inspector.h"
@@ -51,15 +51,16 @@ void* result_buffer(Request& r, uint64_t total, algorithms::Workspace& ws) {
 
 }  // namespace
 
-Executor::Executor(const EngineConfig& cfg, transport::Transport* transport,
-                   StallInspector* inspector, const TimelineSlot& timeline, std::string& context)
+CollectiveExecutor::CollectiveExecutor(const EngineConfig& cfg, transport::Transport* transport,
+                                       StallInspector* inspector, const TimelineSlot& timeline,
+                                       std::string& context)
     : cfg_(cfg),
       transport_(transport),
       inspector_(inspector),
       timeline_(timeline),
       context_(context) {}
 
-void Executor::execute_eager(Request& r, const Decision& d) {
+void CollectiveExecutor::execute_eager(Request& r, const Decision& d) {
   const size_t count = static_cast<size_t>(r.desc.count);
   const size_t bytes = r.bytes();
   const DType dt = r.desc.dtype;
@@ -108,7 +109,7 @@ void Executor::execute_eager(Request& r, const Decision& d) {
   }
 }
 
-void Executor::execute(Request& r, const Decision& d) {
+void CollectiveExecutor::execute(Request& r, const Decision& d) {
   const uint32_t seq = exec_seq_++;
   transport::MessageMeta meta = meta_of(r, seq);
   if (r.desc.kind == CollectiveKind::kAllgatherv) {
@@ -174,12 +175,12 @@ void Executor::execute(Request& r, const Decision& d) {
   if (timeline_) timeline_->end_collective(false);
 }
 
-Algorithm Executor::choose_allreduce(size_t bytes) const {
+Algorithm CollectiveExecutor::choose_allreduce(size_t bytes) const {
   if (cfg_.size > 1 && bytes <= cfg_.eager_bytes) return Algorithm::kOneShot;
   return resolve_allreduce(Algorithm::kAuto, bytes);
 }
 
-Algorithm Executor::resolve_allreduce(Algorithm asked, size_t bytes) const {
+Algorithm CollectiveExecutor::resolve_allreduce(Algorithm asked, size_t bytes) const {
   if (asked == Algorithm::kOneShot) return Algorithm::kRecursiveDoubling;  // not in the round
   if (asked != Algorithm::kAuto) return asked;
   if (bytes <= static_cast<size_t>(params().small_bytes)) return Algorithm::kRecursiveDoubling;
@@ -196,7 +197,7 @@ Algorithm Executor::resolve_allreduce(Algorithm asked, size_t bytes) const {
   return Algorithm::kRing;
 }
 
-size_t Executor::allreduce_segment(Algorithm a, size_t bytes) const {
+size_t CollectiveExecutor::allreduce_segment(Algorithm a, size_t bytes) const {
   // Ranks outnumber cores somewhere and some pairs talk over TCP (and
   // PYTFCOMM_OVERSUB_SEGMENT_BYTES is not off): fewer, larger pieces mean
   // fewer receives racing the sending core for the socket's lock
@@ -211,7 +212,7 @@ size_t Executor::allreduce_segment(Algorithm a, size_t bytes) const {
                                                    : cfg_.segment_bytes;
 }
 
-void Executor::run_algorithm(Request& r, const transport::MessageMeta& meta) {
+void CollectiveExecutor::run_algorithm(Request& r, const transport::MessageMeta& meta) {
   transport_->set_context(context_);
   // The data moves once every rank is here: its deadline starts now.
   transport_->set_deadline(deadline_after(r.timeout_s));

@@ -55,7 +55,10 @@ bool nccl_blocking() {
     case NcclMode::kAuto:
       break;
   }
-  return lib.ncclCommRevoke != nullptr;
+  // auto: non-blocking. A blocking launch is bounded by the deadline only: its
+  // watchdog does not yet revoke when the host side sees a peer lost, which the
+  // non-blocking path reports within the liveness bound (docs/gpu.md).
+  return false;
 }
 
 const GpuParams& gpu_params() {

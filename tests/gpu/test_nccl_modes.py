@@ -39,7 +39,10 @@ def test_peer_stopped_between_verification_and_launch(
     (blocking communicator: PTCSI_NCCL_LAUNCH_WAITS=1) or its work waits on the
     GPU (non-blocking): either way it raises CommTimeoutError at its deadline,
     saying NCCL was revoked (blocking) or aborted, and later calls fail at once."""
-    env = _env(gpu_env, nccl, PTCSI_NCCL_STOP_AT="2:1", PTCSI_NCCL_LAUNCH_WAITS="1")
+    env = _env(
+        gpu_env, nccl, PYTFCOMM_GPU_NCCL_MODE=mode, PTCSI_NCCL_STOP_AT="2:1",
+        PTCSI_NCCL_LAUNCH_WAITS="1",
+    )  # fmt: skip
     out = run_ranks(2, "gpu_workers:failing", TIMEOUT, env=env, timeout=90)
     for r, res in enumerate(out):
         assert res["nccl_mode"] == mode, (r, res)
@@ -58,7 +61,8 @@ def test_peer_stopped_between_verification_and_launch(
 @pytest.mark.parametrize(
     ("nccl", "setting", "mode"),
     [
-        ("revoke", "auto", "blocking"),
+        ("revoke", "auto", "nonblocking"),
+        ("revoke", "blocking", "blocking"),
         ("revoke", "nonblocking", "nonblocking"),
         ("norevoke", "auto", "nonblocking"),
     ],

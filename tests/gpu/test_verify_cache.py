@@ -16,7 +16,9 @@ REPEATS = 6
 
 def _run(gpu_env: GpuEnv, n: int, change: str, **env: str) -> list[dict]:
     gpu_env.skip_unless_nccl_ranks(n)
-    e = gpu_env.with_env(PYTFCOMM_GPU_TRANSPORT="nccl", **env)
+    e = gpu_env.with_env(
+        PYTFCOMM_GPU_TRANSPORT="nccl", **{"PYTFCOMM_GPU_VERIFY_CACHE": "1", **env}
+    )  # on by choice: off by default (docs/gpu.md)
     return run_ranks(n, "gpu_workers:verify_cache", REPEATS, change, env=e, timeout=150)
 
 

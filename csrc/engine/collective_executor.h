@@ -21,14 +21,14 @@ class StallInspector;  // observe/stall_inspector.h
 class TimelineSlot;
 struct EngineConfig;
 
-class Executor {
+class CollectiveExecutor {
  public:
   // `context`: the driver's description of what it does, for messages (the
   // executor names the collective in it while the data moves).
-  Executor(const EngineConfig& cfg, transport::Transport* transport, StallInspector* inspector,
-           const TimelineSlot& timeline, std::string& context);
-  Executor(const Executor&) = delete;
-  Executor& operator=(const Executor&) = delete;
+  CollectiveExecutor(const EngineConfig& cfg, transport::Transport* transport,
+                     StallInspector* inspector, const TimelineSlot& timeline, std::string& context);
+  CollectiveExecutor(const CollectiveExecutor&) = delete;
+  CollectiveExecutor& operator=(const CollectiveExecutor&) = delete;
 
   void execute(Request& r, const Decision& d);
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from _harness import free_port, run_ranks
@@ -129,15 +130,15 @@ _OURS = ("PYTFCOMM_", "SLURM_", "TF_CONFIG", "OMPI_", "PMI", "MPI_LOCAL", "I_MPI
 _NO_MPIRUN = "no mpirun (apt-get install openmpi-bin)"
 
 
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason=_NO_MPIRUN)
-def test_real_mpirun_ranks_agree_on_its_job_id() -> None:
+def _launch(argv: list[str], tmp_path: Path, **extra: str) -> tuple[int, list[dict], str]:
+    """Runs slurm_worker.py under an MPI launcher with no inherited launcher variables:
+    its exit code, each process's record (from its own file, in rank order, errors
+    first) and what it printed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_OURS)}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR"):
         env.pop(name, None)
-    env.update(PYTFCOMM_CONNECT_TIMEOUT="60", PYTFCOMM_TIMEOUT="60")
-    argv = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none"]
-    if os.geteuid() == 0:
-        argv.append("--allow-run-as-root")
+    env.update(PYTFCOMM_CONNECT_TIMEOUT="60", PYTFCOMM_TIMEOUT="60", **extra)
+    env["PTC_RESULT_DIR"] = str(tmp_path)
     res = subprocess.run(
         [*argv, sys.executable, str(_SLURM_WORKER)],
         env=env,
@@ -146,11 +147,18 @@ def test_real_mpirun_ranks_agree_on_its_job_id() -> None:
         timeout=180,
         cwd="/",
     )
-    assert res.returncode == 0, res.stdout + res.stderr
-    views = sorted(
-        (json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")),
-        key=lambda v: v["rank"],
-    )
+    views = [json.loads(f.read_text()) for f in sorted(tmp_path.glob("*.json"))]
+    views.sort(key=lambda v: v.get("rank", -1))
+    return res.returncode, views, res.stdout + res.stderr
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason=_NO_MPIRUN)
+def test_real_mpirun_ranks_agree_on_its_job_id(tmp_path: Path) -> None:
+    argv = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    rc, views, output = _launch(argv, tmp_path)
+    assert rc == 0, output
     assert [(v["rank"], v["size"], v["source"], v["local_size"]) for v in views] == [
         (0, 2, "mpi", 2),
         (1, 2, "mpi", 2),
@@ -164,34 +172,20 @@ _HYDRA = shutil.which("mpiexec.hydra")
 
 @pytest.mark.skipif(_HYDRA is None, reason="no mpiexec.hydra (apt-get install mpich)")
 @pytest.mark.parametrize("port", [False, True], ids=["no_port", "port"])
-def test_real_mpich_hydra_ranks_form_one_job(port: bool) -> None:
+def test_real_mpich_hydra_ranks_form_one_job(port: bool, tmp_path: Path) -> None:
     """MPICH's Hydra sets PMI_RANK/PMI_SIZE/MPI_LOCALRANKID but no job id: without
     PYTFCOMM_PORT every rank refuses, saying to set it; with it, one job of 2."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_OURS)}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR"):
-        env.pop(name, None)
-    env.update(PYTFCOMM_CONNECT_TIMEOUT="60", PYTFCOMM_TIMEOUT="60")
-    if port:
-        env["PYTFCOMM_PORT"] = str(free_port())
     assert _HYDRA is not None
-    res = subprocess.run(
-        [_HYDRA, "-n", "2", sys.executable, str(_SLURM_WORKER)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd="/",
-    )
-    views = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
-    assert len(views) == 2, res.stdout + res.stderr
+    extra = {"PYTFCOMM_PORT": str(free_port())} if port else {}
+    rc, views, output = _launch([_HYDRA, "-n", "2"], tmp_path, **extra)
+    assert len(views) == 2, output
     if not port:
-        assert res.returncode != 0
+        assert rc != 0
         for v in views:
             assert v["error"] == "ConfigError", v
             assert "PMI_RANK" in v["message"] and "PYTFCOMM_PORT" in v["message"], v
         return
-    assert res.returncode == 0, res.stdout + res.stderr
-    views.sort(key=lambda v: v["rank"])
+    assert rc == 0, output
     assert [(v["rank"], v["size"], v["source"], v["local_size"], v["sum"]) for v in views] == [
         (0, 2, "mpi", 2, [3, 3, 3, 3]),
         (1, 2, "mpi", 2, [3, 3, 3, 3]),

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 HELLO_MAGIC = 0x314D4D4F43465450
-PROTOCOL_VERSION = 9  # csrc/transport/wire.h kProtocolVersion
+PROTOCOL_VERSION = 10  # csrc/transport/wire.h kProtocolVersion
 PROOF_MAGIC = 0x464F5250
 
 
@@ -37,13 +37,22 @@ def main() -> None:
     (out / "seed_record").write_bytes(b"\3" + record())
     (out / "seed_record_confirm").write_bytes(b"\3" + record_confirm())
     (out / "seed_bundle").write_bytes(b"\4" + bundle())
+    (out / "seed_bundle_runs").write_bytes(b"\4" + bundle_runs())
 
 
 def bundle() -> bytes:
     """A bundle (transport/host/bundle.h) of rank 3's record alone, 16 bytes: 128
     bytes in all, so the target expects one record (1 + 128 % 4)."""
-    head = struct.pack("<IIIIQ", 0x4C444E42, 1, 3, 0, 16).ljust(64, b"\0")
+    head = struct.pack("<IIIIII", 0x4C444E42, 1, 3, 1, 1, 16).ljust(64, b"\0")
     return head + bytes(range(16)).ljust(64, b"\0")
+
+
+def bundle_runs() -> bytes:
+    """A bundle of ranks 3-6 in two runs: one 16-byte record for three ranks, one of
+    8 bytes for the fourth; 195 bytes in all (3 past the end), so the target expects
+    four records (1 + 195 % 4)."""
+    head = struct.pack("<IIIIIIII", 0x4C444E42, 4, 3, 2, 3, 16, 1, 8).ljust(64, b"\0")
+    return head + bytes(range(16)).ljust(64, b"\0") + bytes(8).ljust(64, b"\0") + bytes(3)
 
 
 def record() -> bytes:

@@ -16,8 +16,10 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format assumes li
 // (algorithm 5, phase 13), and auto picking it: two more values agreed at setup;
 // 8: negotiation records carry whole labels (up to 512 bytes, packed after the
 // table) instead of 39 characters in each entry; 9: records confirm agreed
-// collectives by their slot in the agreed cache (engine/agreed_cache.h)
-constexpr uint32_t kProtocolVersion = 9;
+// collectives by their slot in the agreed cache (engine/agreed_cache.h);
+// 10: bundles of negotiation records send equal records of consecutive ranks
+// once, with their run length (transport/host/bundle.h)
+constexpr uint32_t kProtocolVersion = 10;
 constexpr uint64_t kHelloMagic = 0x314d4d4f43465450ULL;  // "PTFCOMM1"
 constexpr uint32_t kDataMagic = 0x41544144;              // "DATA"
 constexpr uint32_t kAbortMagic = 0x54524241;             // "ABRT"

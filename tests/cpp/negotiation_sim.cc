@@ -1,6 +1,7 @@
 #include "negotiation_sim.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "engine/agreed_cache.h"
@@ -53,19 +54,7 @@ void NegotiationSim::round() {
     k.cost.records += 1;
     k.cost.record_bytes += k.bytes;
   }
-  // Frames: in step s a rank sends its record and the next min(2^s, size - 2^s) - 1.
-  for (int r = 0; r < size_; ++r) {
-    Cost& c = ranks_[static_cast<size_t>(r)].cost;
-    for (int d = 1; d < size_; d *= 2) {
-      const int count = std::min(d, size_ - d);
-      size_t bytes = host::bundle_table_bytes(static_cast<size_t>(count));
-      for (int i = 0; i < count; ++i) {
-        bytes += host::bundle_align(ranks_[static_cast<size_t>((r + i) % size_)].bytes);
-      }
-      c.frames += 1;
-      c.frame_bytes += bytes;
-    }
-  }
+  exchange();
   for (int r = 0; r < size_; ++r) {
     const Rank& k = ranks_[static_cast<size_t>(r)];
     std::string bad =
@@ -87,6 +76,65 @@ void NegotiationSim::round() {
     }
   }
   ++round_;
+}
+
+void NegotiationSim::exchange() {
+  // In step s (distance d = 2^s) rank r sends rank r - d a bundle of its own
+  // record and the next min(d, size - d) - 1 ranks' records, which it took
+  // from the bundles of earlier steps (rank r + j's from step floor(log2 j),
+  // at index j - 2^step), and receives the like from rank r + d.
+  size_t max_record = 0;
+  for (Rank& k : ranks_) {
+    max_record = std::max(max_record, k.bytes);
+    k.in.clear();
+    k.views.clear();
+  }
+  auto carried = [&](const Rank& k, int j, size_t* bytes) {
+    int s = 0;
+    while ((2 << s) <= j) ++s;
+    const host::BundleView& v = k.views[static_cast<size_t>(s)];
+    const size_t i = static_cast<size_t>(j - (1 << s));
+    *bytes = v.bytes[i];
+    return k.in[static_cast<size_t>(s)].data() + v.offset[i];
+  };
+  std::vector<char> out;
+  std::vector<const char*> recs;
+  std::vector<size_t> sizes;
+  for (int d = 1; d < size_; d *= 2) {
+    const size_t count = static_cast<size_t>(std::min(d, size_ - d));
+    out.assign(host::bundle_capacity(count, max_record), 0);
+    recs.resize(count);
+    sizes.resize(count);
+    for (int r = 0; r < size_; ++r) {
+      Rank& k = ranks_[static_cast<size_t>(r)];
+      recs[0] = k.buf.data();
+      sizes[0] = k.bytes;
+      for (size_t i = 1; i < count; ++i) recs[i] = carried(k, static_cast<int>(i), &sizes[i]);
+      const size_t bytes = host::write_bundle(out.data(), static_cast<uint32_t>(r), recs.data(),
+                                              sizes.data(), count);
+      k.cost.frames += 1;
+      k.cost.frame_bytes += bytes;
+      Rank& to = ranks_[static_cast<size_t>((r - d + size_) % size_)];
+      to.in.emplace_back(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(bytes));
+      to.views.emplace_back();
+      std::string bad =
+          host::parse_bundle(to.in.back().data(), bytes, static_cast<uint32_t>(r),
+                             static_cast<uint32_t>(count), max_record, &to.views.back());
+      if (!bad.empty()) throw std::runtime_error(bad);
+      to.cost.frames_in += 1;
+      to.cost.frame_bytes_in += bytes;
+    }
+  }
+  for (int r = 0; r < size_; ++r) {
+    for (int j = 1; j < size_; ++j) {
+      const Rank& q = ranks_[static_cast<size_t>((r + j) % size_)];
+      size_t n = 0;
+      const char* got = carried(ranks_[static_cast<size_t>(r)], j, &n);
+      if (n != q.bytes || std::memcmp(got, q.buf.data(), n) != 0) {
+        throw std::runtime_error("a bundle did not carry a record as written");
+      }
+    }
+  }
 }
 
 void NegotiationSim::reset_cost() {

@@ -2,9 +2,11 @@
 // what the rounds cost (docs/negotiation.md, "Agreed collectives in the
 // steady state"): every rank writes its record as the driver does
 // (add_announcement), every rank reads every record and decides with its own
-// Negotiator, and what each rank sends is counted, as frames (Bruck's
-// all-gather of records, transport/host/rounds.cc) and as its record alone
-// (what a shared-memory peer reads of it).
+// Negotiator, and what each rank sends and receives is counted, as frames
+// (Bruck's all-gather of records in bundles, transport/host/rounds.cc, with
+// the transport's own write_bundle/parse_bundle; every rank checks that the
+// bundles gave it every other rank's record byte for byte) and as its record
+// alone (what a shared-memory peer reads of it).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "engine/negotiator.h"
+#include "transport/host/bundle.h"
 
 namespace pytfcomm::testing_util {
 
@@ -38,12 +41,14 @@ class NegotiationSim {
   Negotiator& negotiator(int rank) { return *ranks_[static_cast<size_t>(rank)].negotiator; }
   int size() const { return size_; }
 
-  // What rank `rank` sent since the last reset_cost().
+  // What rank `rank` sent and received since the last reset_cost().
   struct Cost {
-    uint64_t records = 0;       // rounds it published
-    uint64_t record_bytes = 0;  // its own records
-    uint64_t frames = 0;        // frames it sent (ceil(log2 size) per round)
-    uint64_t frame_bytes = 0;   // their bytes (bundles of records)
+    uint64_t records = 0;         // rounds it published
+    uint64_t record_bytes = 0;    // its own records
+    uint64_t frames = 0;          // frames it sent (ceil(log2 size) per round)
+    uint64_t frame_bytes = 0;     // their bytes (bundles of records)
+    uint64_t frames_in = 0;       // frames it received
+    uint64_t frame_bytes_in = 0;  // their bytes
   };
   const Cost& cost(int rank) const { return ranks_[static_cast<size_t>(rank)].cost; }
   void reset_cost();
@@ -56,8 +61,13 @@ class NegotiationSim {
     std::vector<char> buf;
     size_t bytes = 0;
     Cost cost;
+    std::vector<std::vector<char>> in;  // the bundle received in each step
+    std::vector<host::BundleView> views;
   };
   uint64_t& next_seq(Rank& r, uint64_t stream);
+  // Bruck's all-gather of this round's records in bundles; throws unless
+  // every rank ends with every record as its sender wrote it.
+  void exchange();
 
   int size_;
   bool by_slot_;

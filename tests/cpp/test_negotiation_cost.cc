@@ -1,6 +1,7 @@
 // What negotiation costs each rank per collective in the steady state (20
 // identical all-reduces after a warm-up), at 16, 64 and 256 ranks, with the
-// agreed cache (records confirm by slot) and without: the table of
+// agreed cache (records confirm by slot) and without, in records and in the
+// bundles of Bruck's all-gather (sent and received): the table of
 // docs/negotiation.md ("Agreed collectives in the steady state") is this
 // test's output (--gtest_filter=NegotiationCost.*).
 #include <gtest/gtest.h>
@@ -18,7 +19,7 @@ namespace {
 using testing_util::NegotiationSim;
 
 struct PerCall {
-  double record_bytes, frames, frame_bytes;
+  double record_bytes, frames, frame_bytes, frame_bytes_in;
 };
 
 PerCall steady_state(int size, bool by_slot) {
@@ -45,13 +46,15 @@ PerCall steady_state(int size, bool by_slot) {
   for (int r = 1; r < size; ++r) {
     EXPECT_EQ(sim.cost(r).record_bytes, sim.cost(0).record_bytes);
     EXPECT_EQ(sim.cost(r).frame_bytes, sim.cost(0).frame_bytes);
+    EXPECT_EQ(sim.cost(r).frame_bytes_in, sim.cost(0).frame_bytes_in);
   }
   const auto& c = sim.cost(0);
+  EXPECT_EQ(c.frames_in, c.frames);
   return {double(c.record_bytes) / kCalls, double(c.frames) / kCalls,
-          double(c.frame_bytes) / kCalls};
+          double(c.frame_bytes) / kCalls, double(c.frame_bytes_in) / kCalls};
 }
 
-TEST(NegotiationCost, SteadyStateRecordsAreConstantInRanksWithTheCache) {
+TEST(NegotiationCost, SteadyStateBytesPerStepAreConstantInRanksWithTheCache) {
   const std::vector<int> sizes = {16, 64, 256};
   std::vector<PerCall> off, on;
   for (int n : sizes) {
@@ -60,14 +63,13 @@ TEST(NegotiationCost, SteadyStateRecordsAreConstantInRanksWithTheCache) {
   }
   std::string table =
       "| ranks | cache | record bytes (sent, shared memory) | frames sent (TCP) | frame bytes sent "
-      "(TCP) | bytes received (TCP, every record) |\n|---|---|---|---|---|---|\n";
+      "(TCP) | frame bytes received (TCP) |\n|---|---|---|---|---|---|\n";
   for (size_t i = 0; i < sizes.size(); ++i) {
     for (int k = 0; k < 2; ++k) {
       const PerCall& p = k ? on[i] : off[i];
       char row[200];
       std::snprintf(row, sizeof(row), "| %d | %s | %.0f | %.0f | %.0f | %.0f |\n", sizes[i],
-                    k ? "on" : "off", p.record_bytes, p.frames, p.frame_bytes,
-                    p.record_bytes * (sizes[i] - 1));
+                    k ? "on" : "off", p.record_bytes, p.frames, p.frame_bytes, p.frame_bytes_in);
       table += row;
     }
   }
@@ -80,7 +82,14 @@ TEST(NegotiationCost, SteadyStateRecordsAreConstantInRanksWithTheCache) {
     EXPECT_LT(on[i].frame_bytes, off[i].frame_bytes) << sizes[i];
     // Messages: ceil(log2 N) frames per collective, with or without.
     EXPECT_EQ(on[i].frames, off[i].frames);
+    // Identical records travel once per bundle: a frame's bytes, sent or
+    // received, do not grow with N; only the number of steps does.
+    EXPECT_EQ(on[i].frame_bytes / on[i].frames, on[0].frame_bytes / on[0].frames) << sizes[i];
+    EXPECT_EQ(on[i].frame_bytes_in / on[i].frames, on[0].frame_bytes_in / on[0].frames) << sizes[i];
   }
+  // 256 ranks: 8 steps where 16 take 4, so at most twice the bytes.
+  EXPECT_LE(on[2].frame_bytes_in, 2 * on[0].frame_bytes_in + 64);
+  EXPECT_LE(on[2].frame_bytes, 2 * on[0].frame_bytes + 64);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ def claim_rank(rank: int, size: int, addr: str, claimed: list[int], sizes: list[
 # by the tests to play a hostile or an honest client with hashlib's HMAC.
 
 HELLO_MAGIC = 0x314D4D4F43465450
-PROTOCOL_VERSION = 9  # csrc/transport/wire.h kProtocolVersion
+PROTOCOL_VERSION = 10  # csrc/transport/wire.h kProtocolVersion
 CHALLENGE_MAGIC, PROOF_MAGIC, CONFIRM_MAGIC = 0x4C4C4843, 0x464F5250, 0x4D524643
 HELLO_SIZE, CHALLENGE_SIZE, PROOF_SIZE, CONFIRM_SIZE = 448, 48, 40, 40
 JOIN, DATA = 1, 2

@@ -7,7 +7,10 @@
 // d = 2^s, s < ceil(log2 size)) a rank sends the peer d below it one frame,
 // a bundle (bundle.h) of the records of itself and the next min(d, size - d)
 // - 1 ranks above it, and receives the like from the peer d above it; after
-// the last step it holds every record. Each rank sends ceil(log2 size)
+// the last step it holds every record. Equal records of consecutive ranks
+// (the steady state) travel once per bundle, so a frame's size does not
+// grow with the job's: what a rank reads of each rank points into the frame
+// that carried it, several ranks at the same bytes. Each rank sends ceil(log2 size)
 // frames per round instead of size - 1, which is what a round costs over
 // TCP with more ranks than cores. Step s can go once the frame of step s - 1
 // is here: round_complete() sends what it can, so a rank moves the exchange

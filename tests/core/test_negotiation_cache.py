@@ -43,3 +43,22 @@ def test_tf_ops_in_any_order_with_a_disagreement(transport: str) -> None:
     for r, res in enumerate(results):
         assert res["n_wrong"] == 0, (r, res["wrong"])
         assert res["errors"] == ["FailedPreconditionError"], (r, res)
+
+
+@pytest.mark.parametrize("n_ranks", [4, 5])
+def test_equal_records_merged_over_tcp_change_nothing(n_ranks: int) -> None:
+    """Over TCP, bundles carry equal records of consecutive ranks once (runs,
+    docs/negotiation.md "Where records travel"): from 4 ranks up, the confirmations
+    of the steady state merge, while new calls and disagreements travel in full.
+    Every result is right and every disagreement raises on every rank, as with 3."""
+    results = run_ranks(
+        n_ranks,
+        "negotiation_cache_workers:mixed_numpy",
+        "tcp",
+        SIZES["after-round"],
+        24,
+        timeout=240,
+    )
+    for r, res in enumerate(results):
+        assert res["n_wrong"] == 0, (r, res["wrong"])
+        assert res["errors"] == {"t0": ["disagree"] * 2, "t1": ["disagree"] * 2}, (r, res)

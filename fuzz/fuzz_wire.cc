@@ -113,7 +113,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 4: {
       // A bundle of negotiation records from a hostile peer: every record
-      // accepted lies inside the bundle and within the record limit.
+      // accepted (a run's, for each of its ranks) lies inside the bundle,
+      // on a cache line, and within the record limit.
       pytfcomm::host::BundleView v;
       const uint32_t count = 1 + (size % 4);
       if (!pytfcomm::host::parse_bundle(reinterpret_cast<const char*>(data), size, 3, count, 512,
@@ -123,7 +124,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (v.offset.size() != count || v.bytes.size() != count) __builtin_trap();
       for (uint32_t i = 0; i < count; ++i) {
-        if (v.bytes[i] > 512 || v.offset[i] > size || v.bytes[i] > size - v.offset[i]) {
+        if (v.bytes[i] > 512 || v.offset[i] > size || v.bytes[i] > size - v.offset[i] ||
+            v.offset[i] % pytfcomm::host::kBundleAlign != 0) {
           __builtin_trap();
         }
       }

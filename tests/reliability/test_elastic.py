@@ -1,0 +1,134 @@
+"""pytfcomm-run --elastic: the survivors of a lost rank go on in the same processes.
+
+Three ranks run tests/workers/elastic_workers.py through pytfcomm-run (127.0.0.1 only,
+free ports, the launcher bounded and killed with its process group on failure). The
+test SIGKILLs one mid-loop: the two others re-form with size 2 in the same processes
+and end with the result of a reference computed for that membership schedule, bitwise,
+over TCP and over shared memory. A rank that is stopped until the others went on
+without it, then resumes, is refused. The time from the SIGKILL to the survivors' next
+completed step is printed (docs/elastic.md quotes it), never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _launcher_run import PY, _env, launch, started, wait_files
+from _paths import WORKERS
+
+WORKER = str(WORKERS / "elastic_workers.py")
+STEPS, AT = 8, 4  # the victim (started as rank 2) is lost at step AT
+
+
+def _reference(steps: int, at: int, before: tuple[int, ...] = (0, 1, 2)) -> np.ndarray:
+    """``w`` after ``at`` steps of workers ``before``, then the rest with 0 and 1 alone."""
+    w = np.zeros(4, np.float64)
+    for step in range(steps):
+        members = before if step < at else (0, 1)
+        g = [(i + 1) * (step + 1) * np.arange(4, dtype=np.float64) for i in members]
+        w = w - 0.01 * (np.sum(g, axis=0) / len(members))
+    return w
+
+
+def _result(out: Path, worker: int) -> dict:
+    return json.loads((out / f"result{worker}.json").read_text())
+
+
+def _starts(out: Path, worker: int) -> list[int]:
+    lines = (out / f"starts{worker}.jsonl").read_text().splitlines()
+    return [json.loads(line)["pid"] for line in lines]
+
+
+def _check_survivors(out: Path) -> list[dict]:
+    want = [x.hex() for x in _reference(STEPS, AT)]
+    results = [_result(out, i) for i in (0, 1)]
+    for i, res in enumerate(results):
+        # the same process all along: started once, never restarted
+        assert _starts(out, i) == [res["pid"]]
+        assert res["epoch"] == 1
+        # old ranks kept their order: 0 and 1 stay 0 and 1, now of 2
+        assert res["seen"] == [[i, 3]] * AT + [[i, 2]] * (STEPS - AT), res["seen"]
+        assert res["w"] == want
+    return results
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_survivors_of_a_sigkill_go_on_in_place(tmp_path: Path, transport: str) -> None:
+    env = _env(PYTFCOMM_TRANSPORT=transport)
+    args = ("-np", "3", "--elastic", "--min-np", "2", "--bind-to", "none")
+    with started(*args, PY, WORKER, "kill", str(tmp_path), str(STEPS), str(AT),
+                 cwd=tmp_path, env=env) as proc:  # fmt: skip
+        wait_files([tmp_path / "victim"], timeout=90)
+        victim = int((tmp_path / "victim").read_text())
+        time.sleep(0.2)  # the survivors are in the step's all-reduce, waiting for it
+        t_kill = time.time()
+        os.kill(victim, signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    text = err.decode(errors="replace")
+    assert proc.returncode == 0, text[-3000:]
+    assert "the job goes on without it (--elastic)" in text, text[-3000:]
+    assert "epoch 1: 2 rank(s) go on" in text and "restarting" not in text, text[-3000:]
+    results = _check_survivors(tmp_path)
+    assert not (tmp_path / "result2.json").exists()
+    for i, res in enumerate(results):
+        t = res["times"]
+        print(
+            f"{transport} rank {i}: SIGKILL -> error {t['error'] - t_kill:.3f} s, "
+            f"-> new communicator {t['reformed'] - t_kill:.3f} s, "
+            f"-> next step done {t['next_step'] - t_kill:.3f} s"
+        )
+    del out
+
+
+def test_a_rank_declared_lost_that_comes_back_is_refused(tmp_path: Path) -> None:
+    # Stopped (as a partitioned or hung rank looks), it misses the check-in window: the
+    # survivors go on without it. When it resumes, its epoch is old: it is refused.
+    env = _env(PYTFCOMM_TRANSPORT="tcp", PYTFCOMM_PEER_TIMEOUT="2")
+    args = ("-np", "3", "--elastic", "--min-np", "2", "--elastic-window", "2",
+            "--bind-to", "none")  # fmt: skip
+    with started(*args, PY, WORKER, "stop", str(tmp_path), str(STEPS), str(AT),
+                 cwd=tmp_path, env=env) as proc:  # fmt: skip
+        wait_files([tmp_path / "victim"], timeout=90)
+        victim = int((tmp_path / "victim").read_text())
+        os.kill(victim, signal.SIGSTOP)
+        try:
+            wait_files([tmp_path / "result0.json", tmp_path / "result1.json"], timeout=60)
+        finally:
+            (tmp_path / "go").write_text("")
+            os.kill(victim, signal.SIGCONT)
+        _, err = proc.communicate(timeout=60)
+    text = err.decode(errors="replace")
+    assert proc.returncode == 0, text[-3000:]
+    _check_survivors(tmp_path)
+    refused = json.loads((tmp_path / "refused.json").read_text())
+    assert "declared this process (started as rank 2) lost" in refused["error"], refused
+    assert "from membership epoch 0" in refused["error"], refused
+    assert "not re-admitted" in refused["error"], refused
+    assert "refused rank started as 2" in text, text[-3000:]
+
+
+def test_fewer_than_min_np_left_falls_back_to_restarting(tmp_path: Path) -> None:
+    # Two ranks, --min-np 2: losing one leaves too few, so the whole job restarts.
+    res = launch("-np", "2", "--elastic", "--min-np", "2", "--restarts", "1",
+                 "--bind-to", "none", PY, WORKER, "kill-self", str(tmp_path), str(STEPS),
+                 str(AT), cwd=tmp_path, timeout=120)  # fmt: skip
+    text = res.stderr.decode(errors="replace")
+    assert res.returncode == 0, text[-3000:]
+    assert "rank 1 died (SIGKILL); restarting the job (1 of 1)" in text, text[-3000:]
+    assert "goes on without it" not in text, text[-3000:]
+    res0 = _result(tmp_path, 0)
+    assert len(_starts(tmp_path, 0)) == 2 and _starts(tmp_path, 0)[1] == res0["pid"]
+    assert res0["epoch"] == 0 and res0["w"] == [x.hex() for x in _reference(STEPS, 0)]
+
+
+def test_elastic_needs_local_ranks_and_a_sane_min_np(tmp_path: Path) -> None:
+    res = launch("-np", "2", "--elastic", "--min-np", "3", PY, "-c", "pass", cwd=tmp_path)
+    assert res.returncode == 2 and b"--min-np 3 is more than the 2 rank(s)" in res.stderr
+    res = launch("-np", "2", "--min-np", "1", PY, "-c", "pass", cwd=tmp_path)
+    assert res.returncode == 2 and b"--min-np needs --elastic" in res.stderr

@@ -113,6 +113,28 @@ def test_a_rank_declared_lost_that_comes_back_is_refused(tmp_path: Path) -> None
     assert "refused rank started as 2" in text, text[-3000:]
 
 
+def test_ctrl_c_reaches_ranks_waiting_for_the_next_membership(tmp_path: Path) -> None:
+    # The victim is stopped and the window is long: the survivors wait in reform().
+    # A SIGINT to the launcher must still end the job at once, as without --elastic.
+    env = _env(PYTFCOMM_TRANSPORT="tcp", PYTFCOMM_PEER_TIMEOUT="2")
+    args = ("-np", "3", "--elastic", "--elastic-window", "300", "--kill-timeout", "5",
+            "--bind-to", "none")  # fmt: skip
+    with started(*args, PY, WORKER, "stop", str(tmp_path), str(STEPS), str(AT),
+                 cwd=tmp_path, env=env) as proc:  # fmt: skip
+        wait_files([tmp_path / "victim"], timeout=90)
+        os.kill(int((tmp_path / "victim").read_text()), signal.SIGSTOP)
+        wait_files([tmp_path / "lost0", tmp_path / "lost1"], timeout=60)
+        time.sleep(0.5)  # inside reform(), waiting for the launcher
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    assert proc.returncode == 128 + signal.SIGINT, err.decode(errors="replace")[-3000:]
+    assert b"received SIGINT: forwarding it to all ranks" in err
+    assert not (tmp_path / "result0.json").exists()
+    print(f"SIGINT -> launcher exit: {took:.2f} s")
+
+
 def test_fewer_than_min_np_left_falls_back_to_restarting(tmp_path: Path) -> None:
     # Two ranks, --min-np 2: losing one leaves too few, so the whole job restarts.
     res = launch("-np", "2", "--elastic", "--min-np", "2", "--restarts", "1",
@@ -132,3 +154,27 @@ def test_elastic_needs_local_ranks_and_a_sane_min_np(tmp_path: Path) -> None:
     assert res.returncode == 2 and b"--min-np 3 is more than the 2 rank(s)" in res.stderr
     res = launch("-np", "2", "--min-np", "1", PY, "-c", "pass", cwd=tmp_path)
     assert res.returncode == 2 and b"--min-np needs --elastic" in res.stderr
+
+
+def test_hvd_elastic_run_recovers_in_place(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    env = _env(PYTFCOMM_TRANSPORT="tcp")
+    res = launch("-np", "3", "--elastic", "--min-np", "2", "--bind-to", "none", PY,
+                 str(WORKERS / "elastic_hvd_script.py"), str(tmp_path),
+                 cwd=tmp_path, env=env, timeout=240)  # fmt: skip
+    text = res.stderr.decode(errors="replace")
+    assert res.returncode == 0, text[-3000:]
+    assert "was killed by SIGKILL (exit code 137); the job goes on without it" in text, text
+    assert "restarting" not in text, text[-3000:]
+    w = np.zeros(4, np.float32)
+    for step in range(8):  # float32, as TF computes it
+        members = (0, 1, 2) if step < 5 else (0, 1)
+        g = [np.arange(4, dtype=np.float32) * (step + 1) * (i + 1) for i in members]
+        w = w - np.float32(0.01) * (np.sum(g, axis=0) / np.float32(len(members)))
+    for i in (0, 1):
+        o = json.loads((tmp_path / f"rank{i}.json").read_text())
+        # one process: func ran from step 0, then again from the commit after step 4
+        assert o["starts"] == [0, 5] and o["resets"] == [[5, i, 2]], o
+        assert o["seen"] == [[i, 3]] * 5 + [[i, 2]] * 3, o["seen"]
+        np.testing.assert_allclose(o["w"], w, rtol=1e-6)
+    assert not (tmp_path / "rank2.json").exists()

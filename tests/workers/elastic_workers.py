@@ -5,7 +5,8 @@
 ``g = (i + 1) * (step + 1) * arange(4)`` from each member, committing ``(step, w)``
 after each step; on a recoverable error (:func:`pytfcomm.elastic.recoverable`) it re-forms
 (:func:`pytfcomm.elastic.reform`), takes rank 0's commit and goes on. Each process start
-appends a line to OUTDIR/starts<i>.jsonl; survivors write OUTDIR/result<i>.json (pid,
+appends a line to OUTDIR/starts<i>.jsonl, a recoverable error writes OUTDIR/lost<i>;
+survivors write OUTDIR/result<i>.json (pid,
 the (rank, size) of every step, the epoch, the times of the error, of the new
 communicator and of the first step done in it, ``w`` as hex floats).
 
@@ -80,6 +81,7 @@ def main() -> None:
             if not pytfcomm.elastic.recoverable(exc):
                 raise
             times.setdefault("error", time.time())
+            (out / f"lost{me}").write_text("")
             try:
                 comm = pytfcomm.elastic.reform()
             except pytfcomm.MembershipError as refused:

@@ -28,9 +28,13 @@ STEPS, AT = 8, 4  # the victim (started as rank 2) is lost at step AT
 
 def _reference(steps: int, at: int, before: tuple[int, ...] = (0, 1, 2)) -> np.ndarray:
     """``w`` after ``at`` steps of workers ``before``, then the rest with 0 and 1 alone."""
+    return _schedule([before] * at + [(0, 1)] * (steps - at))
+
+
+def _schedule(members_per_step: list[tuple[int, ...]]) -> np.ndarray:
+    """``w`` after one step per entry, each among the workers it names."""
     w = np.zeros(4, np.float64)
-    for step in range(steps):
-        members = before if step < at else (0, 1)
+    for step, members in enumerate(members_per_step):
         g = [(i + 1) * (step + 1) * np.arange(4, dtype=np.float64) for i in members]
         w = w - 0.01 * (np.sum(g, axis=0) / len(members))
     return w
@@ -84,6 +88,29 @@ def test_survivors_of_a_sigkill_go_on_in_place(tmp_path: Path, transport: str) -
             f"-> next step done {t['next_step'] - t_kill:.3f} s"
         )
     del out
+
+
+def test_two_losses_one_after_another(tmp_path: Path) -> None:
+    # 4 ranks: worker 3 is killed at step AT, worker 2 two steps later; 0 and 1 go on.
+    env = _env(PYTFCOMM_TRANSPORT="tcp")
+    args = ("-np", "4", "--elastic", "--min-np", "2", "--bind-to", "none")
+    with started(*args, PY, WORKER, "kill2", str(tmp_path), str(STEPS), str(AT),
+                 cwd=tmp_path, env=env) as proc:  # fmt: skip
+        for name in ("victim", "victim2"):
+            wait_files([tmp_path / name], timeout=90)
+            time.sleep(0.2)  # the others are in the step's all-reduce
+            os.kill(int((tmp_path / name).read_text()), signal.SIGKILL)
+        _, err = proc.communicate(timeout=120)
+    text = err.decode(errors="replace")
+    assert proc.returncode == 0, text[-3000:]
+    assert "epoch 1: 3 rank(s) go on (started as 0, 1, 2); lost: 3" in text, text[-3000:]
+    assert "epoch 2: 2 rank(s) go on (started as 0, 1); lost: 2" in text, text[-3000:]
+    want = _schedule([(0, 1, 2, 3)] * AT + [(0, 1, 2)] * 2 + [(0, 1)] * (STEPS - AT - 2))
+    for i in (0, 1):
+        res = _result(tmp_path, i)
+        assert _starts(tmp_path, i) == [res["pid"]] and res["epoch"] == 2
+        assert res["seen"] == [[i, 4]] * AT + [[i, 3]] * 2 + [[i, 2]] * (STEPS - AT - 2)
+        assert res["w"] == [x.hex() for x in want]
 
 
 def test_a_rank_declared_lost_that_comes_back_is_refused(tmp_path: Path) -> None:
@@ -177,4 +204,6 @@ def test_hvd_elastic_run_recovers_in_place(tmp_path: Path) -> None:
         assert o["starts"] == [0, 5] and o["resets"] == [[5, i, 2]], o
         assert o["seen"] == [[i, 3]] * 5 + [[i, 2]] * 3, o["seen"]
         np.testing.assert_allclose(o["w"], w, rtol=1e-6)
+        killed_at = float((tmp_path / "killed_at").read_text())
+        print(f"hvd rank {i}: SIGKILL -> next step done {o['next_step_at'] - killed_at:.3f} s")
     assert not (tmp_path / "rank2.json").exists()

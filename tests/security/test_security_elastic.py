@@ -46,6 +46,8 @@ def _raw(addr: str, line: bytes) -> bytes:
 def test_a_request_without_the_secret_gets_no_answer(service: MembershipService) -> None:
     body = {"op": "rejoin", "id": 0, "epoch": 0, "nonce": "x"}
     assert _raw(service.addr, sealed("w" * 32, "req", "guess", body)) == b""
+    # sealed with the secret but for another connection's nonce: a replay
+    assert _raw(service.addr, sealed(SECRET, "req", "an-old-nonce", body)) == b""
     assert _raw(service.addr, b"not json at all\n") == b""
     assert _raw(service.addr, b"{" * (MAX_LINE + 10)) == b""
     assert service.epoch == 0 and service.members == [0, 1]

@@ -28,18 +28,24 @@ resets = []
 state.register_reset_callbacks([lambda: resets.append([state.step, hvd.rank(), hvd.size()])])
 seen = []
 starts = []
+next_step_at = None
 
 
 @hvd.elastic.run
 def train(state):
+    global next_step_at
     starts.append(state.step)
     for step in range(state.step, 8):
         if step == 5 and me == 2:
+            with open(os.path.join(out_dir, "killed_at"), "w") as f:
+                f.write(repr(time.time()))
             os.kill(os.getpid(), signal.SIGKILL)
         x = np.arange(4, dtype=np.float32) * (step + 1) * (me + 1)
         g = hvd.allreduce(tf.constant(x), op=hvd.Average)
         w.assign_sub(0.01 * g)
         seen.append([hvd.rank(), hvd.size()])
+        if hvd.size() == 2 and next_step_at is None:
+            next_step_at = time.time()
         state.step = step + 1
         state.commit()
 
@@ -47,6 +53,6 @@ def train(state):
 train(state)
 result = {"pid": os.getpid(), "starts": starts, "resets": resets, "seen": seen}
 result["w"] = w.numpy().tolist()
-result["t"] = time.time()
+result["next_step_at"] = next_step_at
 with open(os.path.join(out_dir, f"rank{me}.json"), "w") as f:
     json.dump(result, f)

@@ -13,6 +13,8 @@ communicator and of the first step done in it, ``w`` as hex floats).
 At step AT the victim (the last worker) writes OUTDIR/victim and, by MODE:
 
 * ``kill``: waits (bounded) for the test's SIGKILL;
+* ``kill2``: the same, and at step AT + 2 the worker before it writes OUTDIR/victim2 and
+  waits for its SIGKILL too (two losses one after another);
 * ``kill-self``: SIGKILLs itself in the job's first run, goes on in a restart;
 * ``stop``: waits (bounded) for OUTDIR/go; the test SIGSTOPs it meanwhile and lets it
   go on once the survivors finished. It then runs the step on its old communicator,
@@ -47,7 +49,10 @@ def _wait_for(path: Path) -> None:
 def main() -> None:
     mode, out, steps, at = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     me = int(os.environ["PYTFCOMM_ELASTIC_ID"])
-    victim = int(os.environ["PYTFCOMM_SIZE"]) - 1
+    last = int(os.environ["PYTFCOMM_SIZE"]) - 1
+    victims = {last: (at, "victim")}
+    if mode == "kill2":
+        victims[last - 1] = (at + 2, "victim2")
     first_run = os.environ.get("PYTFCOMM_RESTART_COUNT") == "0"
     with open(out / f"starts{me}.jsonl", "a") as f:
         f.write(json.dumps({"pid": os.getpid()}) + "\n")
@@ -59,12 +64,12 @@ def main() -> None:
     times: dict[str, float] = {}
     while step < steps:
         try:
-            if me == victim and step == at and "victim" not in times:
+            if me in victims and step == victims[me][0] and "victim" not in times:
                 times["victim"] = time.time()
-                (out / "victim").write_text(str(os.getpid()))
+                (out / victims[me][1]).write_text(str(os.getpid()))
                 if mode == "kill-self" and first_run:
                     os.kill(os.getpid(), signal.SIGKILL)
-                if mode == "kill":
+                if mode in ("kill", "kill2"):
                     time.sleep(MAX_WAIT)
                     sys.exit("the test never killed the victim")
                 if mode == "stop":

@@ -145,7 +145,10 @@ def reform(timeout: float | None = None) -> Communicator:
     addr = os.environ.get(ADDR_VAR, "").strip()
     if not addr:
         raise MembershipError(_NOT_ELASTIC)
-    worker = int(os.environ.get(ID_VAR, "-1") or -1)
+    try:
+        worker = int(os.environ.get(ID_VAR, ""))
+    except ValueError:
+        raise MembershipError(f"{ID_VAR} is unset or not a number: " + _NOT_ELASTIC) from None
     old = _init.last_communicator()
     join = dict(getattr(old, "_join_args", None) or {})
     secret = join.pop("secret", None) or os.environ.get("PYTFCOMM_SECRET", "")

@@ -75,6 +75,7 @@ class MembershipService:
         self._cond = threading.Condition()
         self.epoch = 0
         self.members: list[int] = sorted(workers)
+        self._workers = frozenset(workers)
         self._alive = set(workers)
         self._round: _Round | None = None
         self._addr = ""
@@ -187,6 +188,18 @@ class MembershipService:
             }
 
     def _refusal(self, worker: int, epoch: int) -> dict[str, Any]:
+        if epoch > self.epoch or worker not in self._workers:
+            return {
+                "ok": False,
+                "lost": True,
+                "error": (
+                    f"this process (started as rank {worker}, membership epoch {epoch}) "
+                    f"is not one this run of the job started (it is at epoch {self.epoch}, "
+                    "ranks started as "
+                    f"{', '.join(map(str, sorted(self._workers)))}): a stale "
+                    "PYTFCOMM_ELASTIC_* variable, or another job's process. It is refused."
+                ),
+            }
         return {
             "ok": False,
             "lost": True,

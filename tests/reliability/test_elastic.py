@@ -64,7 +64,9 @@ def _check_survivors(out: Path) -> list[dict]:
 
 @pytest.mark.parametrize("transport", ["tcp", "shm"])
 def test_survivors_of_a_sigkill_go_on_in_place(tmp_path: Path, transport: str) -> None:
-    env = _env(PYTFCOMM_TRANSPORT=transport)
+    # A stale epoch in the caller's environment (a job started from an elastic rank)
+    # must not reach the ranks: they would ask after epoch 7 and be refused.
+    env = _env(PYTFCOMM_TRANSPORT=transport, PYTFCOMM_ELASTIC_EPOCH="7")
     args = ("-np", "3", "--elastic", "--min-np", "2", "--bind-to", "none")
     with started(*args, PY, WORKER, "kill", str(tmp_path), str(STEPS), str(AT),
                  cwd=tmp_path, env=env) as proc:  # fmt: skip

@@ -87,3 +87,12 @@ def test_a_forged_launcher_reply_is_refused() -> None:
         with pytest.raises(MembershipError, match="failed the job-secret check"):
             elastic_mod._ask(f"127.0.0.1:{port}", SECRET, 0, 0, 20)
         t.join(20)
+
+
+def test_a_stranger_with_the_secret_is_refused_not_admitted(service: MembershipService) -> None:
+    # An epoch this run never made, or a worker it never started: refused, nothing changes.
+    for worker, epoch in ((0, 5), (9, 0)):
+        reply = elastic_mod._ask(service.addr, SECRET, worker, epoch, 20)
+        assert reply["ok"] is False, reply
+        assert "is not one this run of the job started" in str(reply["error"]), reply
+    assert service.epoch == 0 and service.members == [0, 1]

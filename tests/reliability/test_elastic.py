@@ -209,3 +209,18 @@ def test_hvd_elastic_run_recovers_in_place(tmp_path: Path) -> None:
         killed_at = float((tmp_path / "killed_at").read_text())
         print(f"hvd rank {i}: SIGKILL -> next step done {o['next_step_at'] - killed_at:.3f} s")
     assert not (tmp_path / "rank2.json").exists()
+
+
+def test_the_example_trains_through_a_killed_worker(tmp_path: Path) -> None:
+    example = str(WORKERS.parent.parent / "examples" / "elastic_numpy.py")
+    res = launch("-np", "3", "--elastic", "--min-np", "2", "--bind-to", "none", PY, example,
+                 "--kill-at", "30", cwd=tmp_path, timeout=120)  # fmt: skip
+    out = res.stdout.decode(errors="replace")
+    assert res.returncode == 0, res.stderr.decode(errors="replace")[-3000:]
+    assert sorted(line.split("] ", 1)[1] for line in out.splitlines() if "re-formed" in line) == [
+        "re-formed: rank 0 of 2, epoch 1",
+        "re-formed: rank 1 of 2, epoch 1",
+    ], out
+    results = [line for line in out.splitlines() if "result:" in line]
+    assert len(results) == 2 and all("/2 epoch 1 " in r and "steps 100" in r for r in results)
+    assert all(float(r.rsplit("loss ", 1)[1]) < 1e-3 for r in results), results

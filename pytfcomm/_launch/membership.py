@@ -164,7 +164,7 @@ class MembershipService:
             rnd.checked.add(worker)
             self._cond.notify_all()
             hard = rnd.deadline + _SLACK_S
-            while self.epoch == epoch and self._broken is None:
+            while self.epoch == epoch and self._why_broken() is None:
                 now = time.monotonic()
                 if self._round is rnd:
                     waiting = [w for w in self.members if w in self._alive and w not in rnd.checked]
@@ -174,8 +174,9 @@ class MembershipService:
                 if now >= hard:
                     return {"ok": False, "error": "the launcher decided nothing in time."}
                 self._cond.wait(timeout=0.1)
-            if self._broken is not None:
-                return {"ok": False, "error": f"{self._broken}.", "lost": False}
+            broken = self._why_broken()
+            if broken is not None:
+                return {"ok": False, "error": f"{broken}.", "lost": False}
             if worker not in self.members:
                 return self._refusal(worker, epoch)
             return {
@@ -186,6 +187,10 @@ class MembershipService:
                 "addr": self._addr,
                 "members": list(self.members),
             }
+
+    def _why_broken(self) -> str | None:
+        """Why the job cannot go on in place (other threads set it), or None."""
+        return self._broken
 
     def _refusal(self, worker: int, epoch: int) -> dict[str, Any]:
         if epoch > self.epoch or worker not in self._workers:

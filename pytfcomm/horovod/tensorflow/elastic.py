@@ -374,9 +374,9 @@ def run(func: Callable[..., Any]) -> Callable[..., Any]:
         if restarted():
             state._resume()
             state.on_reset()
-        state.sync()
         while True:
             try:
+                state.sync()
                 return func(state, *args, **kwargs)
             except Exception as exc:
                 if not (_elastic.enabled() and _elastic.recoverable(exc)):
@@ -384,7 +384,6 @@ def run(func: Callable[..., Any]) -> Callable[..., Any]:
             state.restore()
             _reform()
             state.on_reset()
-            state.sync()
 
     wrapper.__name__ = getattr(func, "__name__", "wrapper")
     wrapper.__doc__ = getattr(func, "__doc__", None)

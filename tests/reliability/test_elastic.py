@@ -119,7 +119,7 @@ def test_a_rank_declared_lost_that_comes_back_is_refused(tmp_path: Path) -> None
     # Stopped (as a partitioned or hung rank looks), it misses the check-in window: the
     # survivors go on without it. When it resumes, its epoch is old: it is refused.
     env = _env(PYTFCOMM_TRANSPORT="tcp", PYTFCOMM_PEER_TIMEOUT="2")
-    args = ("-np", "3", "--elastic", "--min-np", "2", "--elastic-window", "2",
+    args = ("-np", "3", "--elastic", "--min-np", "2", "--elastic-window", "5",
             "--bind-to", "none")  # fmt: skip
     with started(*args, PY, WORKER, "stop", str(tmp_path), str(STEPS), str(AT),
                  cwd=tmp_path, env=env) as proc:  # fmt: skip

@@ -12,7 +12,7 @@ submodules that import TensorFlow only when used.
 
 from __future__ import annotations
 
-from . import errors
+from . import elastic, errors
 from ._core import __version__
 from .communicator import Communicator, default_communicator, init
 from .errors import (
@@ -22,6 +22,7 @@ from .errors import (
     CommTimeoutError,
     ConfigError,
     InvalidArgumentError,
+    MembershipError,
     MismatchError,
     PeerLostError,
 )
@@ -76,10 +77,12 @@ __all__ = [
     "Communicator",
     "ConfigError",
     "InvalidArgumentError",
+    "MembershipError",
     "MismatchError",
     "PeerLostError",
     "__version__",
     "default_communicator",
+    "elastic",
     "errors",
     "init",
 ]

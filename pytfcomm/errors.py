@@ -21,6 +21,7 @@ __all__ = [
     "CommTimeoutError",
     "ConfigError",
     "InvalidArgumentError",
+    "MembershipError",
     "MismatchError",
     "PeerLostError",
 ]
@@ -39,7 +40,12 @@ class ConfigError(CommError, ValueError):
 
 
 class PeerLostError(CommError, ConnectionError):
-    """A peer closed its connection, crashed, or aborted the job."""
+    """A peer closed its connection, crashed, or aborted the job.
+
+    The recoverable error of elastic jobs (Horovod's ``HorovodInternalError``): under
+    ``pytfcomm-run --elastic`` the survivors catch it, roll back to their last commit
+    and go on in a new communicator (:func:`pytfcomm.elastic.reform`, docs/elastic.md).
+    """
 
 
 class CommTimeoutError(CommError, TimeoutError):
@@ -52,6 +58,11 @@ class MismatchError(CommError):
 
 class AuthenticationError(CommError, PermissionError):
     """A connection failed the job-secret handshake."""
+
+
+class MembershipError(CommError):
+    """An elastic job cannot take this process on: the launcher declared it lost, fewer
+    than ``--min-np`` ranks are left, or the launcher did not answer (docs/elastic.md)."""
 
 
 class CommClosedError(CommError):

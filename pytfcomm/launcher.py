@@ -11,9 +11,11 @@ HOROVOD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE/CROSS_RANK/CROSS_SIZE and the job
 secret PYTFCOMM_SECRET; its output lines are prefixed with ``[rank] ``. When a rank fails
 the others are stopped and the launcher exits with that rank's code, or with
 ``--restarts N`` starts every rank again, up to N times (``PYTFCOMM_RESTART_COUNT`` tells
-the ranks which run they are in). ``--gpus-per-rank N`` sets each rank's
-CUDA_VISIBLE_DEVICES to its N GPUs (``_launch/gpus.py``). Local ranks are bound to their
-share of this machine's cores unless ``--bind-to none`` (``_launch/binding.py``).
+the ranks which run they are in). With ``--elastic`` the others go on in place instead,
+as long as ``--min-np`` of them are left (``_launch/membership.py``, docs/elastic.md).
+``--gpus-per-rank N`` sets each rank's CUDA_VISIBLE_DEVICES to its N GPUs
+(``_launch/gpus.py``). Local ranks are bound to their share of this machine's cores
+unless ``--bind-to none`` (``_launch/binding.py``).
 Under ``srun`` or ``mpirun`` no launcher is needed: ``pytfcomm.init()`` reads their
 variables.
 docs/launching.md describes every option; docs/security.md the secret.
@@ -31,6 +33,8 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
+from ._cluster import parse_addr
+from ._elastic_wire import ADDR_VAR, ID_VAR, WINDOW_VAR
 from ._launch.binding import BIND_CHOICES, cpu_list, local_bindings
 from ._launch.gpus import GPUS_PER_RANK_VAR, assign_gpus, visible_gpus
 from ._launch.hosts import (
@@ -42,6 +46,7 @@ from ._launch.hosts import (
     parse_hostfile,
     place,
 )
+from ._launch.membership import MembershipService
 from ._launch.output import OutputRelay
 from ._launch.plan import (
     forwarded_vars,
@@ -214,6 +219,27 @@ def build_parser() -> argparse.ArgumentParser:
         "ranks get PYTFCOMM_RESTART_COUNT (0 on the first run) (default 0)",
     )
     p.add_argument(
+        "--elastic",
+        action="store_true",
+        help="when a rank is lost, the others go on in place with new ranks (pytfcomm.elastic,"
+        " hvd.elastic.run) instead of stopping; --restarts is the fallback when fewer than "
+        "--min-np are left. Ranks on this machine only (docs/elastic.md)",
+    )
+    p.add_argument(
+        "--min-np",
+        type=_positive_int,
+        metavar="A",
+        help="with --elastic: the fewest ranks the job goes on with (default 1)",
+    )
+    p.add_argument(
+        "--elastic-window",
+        type=_seconds,
+        default=10.0,
+        metavar="S",
+        help="with --elastic: how long the launcher waits for every running rank to check "
+        "in after a loss before it leaves out those that did not (default 10)",
+    )
+    p.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -252,6 +278,38 @@ def _gpu_envs(
     return [{"CUDA_VISIBLE_DEVICES": g, GPUS_PER_RANK_VAR: per_rank} for g in lists]
 
 
+def _membership(
+    args: argparse.Namespace, placements: list[Placement], addr: str, secret: str, attempt: int
+) -> dict[str, str]:
+    """With ``--elastic``: start run ``attempt``'s membership service (closing the last
+    run's); the variables every rank gets for it. Nothing without ``--elastic``."""
+    if not getattr(args, "elastic", False):
+        if getattr(args, "min_np", None) is not None:
+            raise UsageError("--min-np needs --elastic.")
+        return {}
+    if any(not p.host.local for p in placements):
+        raise UsageError(
+            "--elastic runs ranks on this machine only so far: leave out -H/--hostfile "
+            "hosts other than this one, or use --restarts (docs/elastic.md)."
+        )
+    min_np = args.min_np or 1
+    if min_np > len(placements):
+        raise UsageError(f"--min-np {min_np} is more than the {len(placements)} rank(s) started.")
+    for old in args.memberships.values():
+        old.close()
+    host, _ = parse_addr(addr)
+    service = MembershipService(
+        host,
+        secret,
+        [p.rank for p in placements],
+        min_np=min_np,
+        window=args.elastic_window,
+        say=args.say,
+    )
+    args.memberships[attempt] = service
+    return {ADDR_VAR: service.addr, WINDOW_VAR: f"{args.elastic_window:g}"}
+
+
 def _rank_specs(
     args: argparse.Namespace, command: list[str], attempt: int = 0
 ) -> tuple[list[RankSpec], str]:
@@ -270,6 +328,7 @@ def _rank_specs(
     local_hp = malloc_hugepages({**os.environ, **exported}) if hugepages else {}
     remote_hp = malloc_hugepages(exported) if hugepages else {}
     gpu_envs = _gpu_envs(args, placements, exported)
+    runs.update(_membership(args, placements, plan.addr, secret, attempt))
     local_size = next((p.local_size for p in placements if p.host.local), 0)
     cpus = local_bindings(local_size) if args.bind_to == "core" and local_size else []
     base = {**local_env(os.environ), **exported}
@@ -279,6 +338,8 @@ def _rank_specs(
         env = {**rank_env, **runs, **gpu_env}
         if p.host.local:
             full = {**base, **env, **local_hp, "PYTFCOMM_SECRET": secret}
+            if args.elastic:
+                full[ID_VAR] = str(p.rank)
             bound = cpus[p.local_rank] if cpus else None
             specs.append(RankSpec(p.rank, p.host.target, command, full, cpus=bound))
         else:
@@ -296,6 +357,9 @@ def _rank_specs(
 
 
 def _drop_elastic_dir(args: argparse.Namespace) -> None:
+    """The launcher's leftovers: its hvd.elastic directory and membership services."""
+    for service in getattr(args, "memberships", {}).values():
+        service.close()
     if args.elastic_dir and args.own_elastic_dir:
         shutil.rmtree(args.elastic_dir, ignore_errors=True)
 
@@ -314,6 +378,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def say(message: str) -> None:
         print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+    args.say = say
+    args.memberships = {}
 
     def specs_for(attempt: int) -> list[RankSpec]:
         specs, summary = _rank_specs(args, command, attempt)
@@ -361,6 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             kill_timeout=args.kill_timeout,
             timeout=args.timeout,
             say=say,
+            membership=args.memberships.get if args.elastic else None,
         )
     finally:
         _drop_elastic_dir(args)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .._cluster import format_addr
+from .._elastic_wire import ADDR_VAR, EPOCH_VAR, ID_VAR, WINDOW_VAR
 from .._secret import MIN_SECRET, check_secret
 from .gpus import GPUS_PER_RANK_VAR
 from .hosts import Placement, UsageError
@@ -43,6 +44,10 @@ RANK_VARS = (
     "PYTFCOMM_MAX_RESTARTS",
     "TF_CONFIG",
     GPUS_PER_RANK_VAR,
+    ADDR_VAR,
+    EPOCH_VAR,
+    ID_VAR,
+    WINDOW_VAR,
     *(
         f"HOROVOD_{n}"
         for n in ("RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE")

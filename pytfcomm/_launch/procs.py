@@ -22,12 +22,20 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .output import OutputRelay
 from .remote import NO_SECRET_STATUS
 
-__all__ = ["Failure", "Job", "RankSpec", "catch_signals", "exit_code", "restore_signals"]
+__all__ = [
+    "Failure",
+    "Job",
+    "Membership",
+    "RankSpec",
+    "catch_signals",
+    "exit_code",
+    "restore_signals",
+]
 
 _PR_SET_PDEATHSIG = 1
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -97,6 +105,14 @@ def describe(status: int) -> str:
     return f"was killed by {name} (exit code {exit_code(status)})"
 
 
+class Membership(Protocol):
+    """What a :class:`Job` asks of ``pytfcomm-run --elastic`` (``membership.py``)."""
+
+    def exited(self, worker: int, status: int) -> bool: ...
+
+    def is_member(self, worker: int) -> bool: ...
+
+
 @dataclass
 class RankSpec:
     """How to start one rank: argv and full environment; ``stdin_line`` for ssh ranks;
@@ -158,6 +174,9 @@ class Job:
     ``timeout``). ``signals`` collects the signals the launcher gets; pass one list to
     several jobs run one after the other (restarts) so that none is lost between them.
     After :meth:`run`, :attr:`failed` tells whether the job ended because a rank failed.
+    With ``membership`` (``--elastic``), a rank that fails while enough others run is
+    left behind instead: the others go on, and ranks dropped from the membership that
+    still run are stopped once every member has exited.
     """
 
     def __init__(
@@ -169,8 +188,10 @@ class Job:
         say: Callable[[str], None],
         deadline: float | None = None,
         signals: list[int] | None = None,
+        membership: Membership | None = None,
     ) -> None:
         self._relay = relay
+        self._membership = membership
         self._kill_timeout = kill_timeout
         self._timeout = timeout
         self._deadline = deadline
@@ -291,6 +312,8 @@ class Job:
                 r.status = _peek_status(r.popen)
                 if r.status is None or result is not None:
                     continue
+                if self._left_behind(r):
+                    continue
                 if r.status != 0:
                     result = exit_code(r.status)
                     self.failed = Failure(r.spec.rank, r.status)
@@ -303,6 +326,8 @@ class Job:
                     self._stop_all(signal.SIGTERM)
             if all(r.status is not None for r in self._ranks):
                 break
+            if result is None:
+                self._stop_dropped()
             if result is None and deadline is not None and now >= deadline:
                 result = 124
                 self._say(f"the job ran past --timeout {self._timeout:g} s: stopping all ranks")
@@ -312,6 +337,32 @@ class Job:
                     self._say(f"ranks still running after {self._kill_timeout:g} s: SIGKILL")
                     self._kill_all()
         return 0 if result is None else result
+
+    def _left_behind(self, r: _Rank) -> bool:
+        """With ``--elastic``: tell the membership that ``r`` exited; True when the job
+        goes on without it (nothing more to do here)."""
+        if self._membership is None:
+            return False
+        assert r.status is not None
+        if not self._membership.exited(r.spec.rank, r.status):
+            return False
+        if r.status != 0 and not r.killed:
+            self._say(
+                f"rank {r.spec.rank} (host {r.spec.host}, pid {r.popen.pid}) "
+                f"{describe(r.status)}{self._hint(r)}; the job goes on without it (--elastic)"
+            )
+        return True
+
+    def _stop_dropped(self) -> None:
+        """With ``--elastic``: once no member runs, stop the ranks dropped from the job."""
+        if self._membership is None or self._stop_deadline is not None:
+            return
+        running = [r for r in self._ranks if r.status is None]
+        if not running or any(self._membership.is_member(r.spec.rank) for r in running):
+            return
+        ranks = ", ".join(str(r.spec.rank) for r in running)
+        self._say(f"every member has exited; stopping rank(s) {ranks}, dropped from the job")
+        self._stop_all(signal.SIGTERM)
 
     def _hint(self, r: _Rank) -> str:
         if r.remote and r.status == 255:

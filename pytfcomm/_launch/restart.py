@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 from .hosts import UsageError
 from .output import OutputRelay
-from .procs import Job, RankSpec, catch_signals, restore_signals
+from .procs import Job, Membership, RankSpec, catch_signals, restore_signals
 
 __all__ = ["run_with_restarts"]
 
@@ -38,10 +38,13 @@ def run_with_restarts(
     kill_timeout: float,
     timeout: float | None,
     say: Callable[[str], None],
+    membership: Callable[[int], Membership | None] | None = None,
 ) -> int:
     """Run ``first``; after a rank failure, ``make_specs(n)`` for restart n (1..restarts).
 
-    ``make_relay(n)`` gives run n's output relay. Returns the launcher's exit code: 0 once
+    ``make_relay(n)`` gives run n's output relay; ``membership(n)`` run n's elastic
+    membership (``--elastic``: a lost rank is restarted only when the job cannot go on
+    without it). Returns the launcher's exit code: 0 once
     a run succeeds, else the code of the last run (its first failing rank's code).
     """
     signals: list[int] = []
@@ -51,7 +54,8 @@ def run_with_restarts(
         specs, attempt = first, 0
         while True:
             job = Job(make_relay(attempt), kill_timeout=kill_timeout, timeout=timeout,
-                      deadline=deadline, signals=signals, say=say)  # fmt: skip
+                      deadline=deadline, signals=signals, say=say,
+                      membership=membership(attempt) if membership else None)  # fmt: skip
             code = job.run(specs)
             failed = job.failed
             if failed is None or signals or restarts == 0:

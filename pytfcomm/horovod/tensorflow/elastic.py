@@ -1,10 +1,16 @@
-"""Horovod's elastic training API for TensorFlow, on ``pytfcomm-run --restarts``.
+"""Horovod's elastic training API for TensorFlow, on ``pytfcomm-run --elastic`` or
+``--restarts``.
 
 Horovod recovers from a lost worker inside the surviving processes: they roll
 their state back to the last ``commit()``, rendezvous again (with hosts added
-or removed) and go on. pytfcomm jobs have a fixed size, and its launcher
-recovers by restarting *every* rank (``pytfcomm-run --restarts N``). This
-module gives Horovod's API that meaning:
+or removed) and go on. Under ``pytfcomm-run --elastic`` ``@hvd.elastic.run``
+does the same when hosts are removed: on :class:`~pytfcomm.PeerLostError`
+(``HorovodInternalError`` here) it restores the last commit in memory, re-forms
+the communicator among the survivors (:func:`pytfcomm.elastic.reform`), runs the
+reset callbacks, syncs from the new rank 0 and calls ``func`` again, in the same
+process (docs/elastic.md). Otherwise the launcher recovers by restarting *every*
+rank (``pytfcomm-run --restarts N``), and this module gives Horovod's API that
+meaning:
 
 * ``state.commit()`` saves the state in memory (for ``restore()``) and, when
   ``PYTFCOMM_ELASTIC_DIR`` is set (``pytfcomm-run --restarts`` sets it to a
@@ -20,8 +26,8 @@ module gives Horovod's API that meaning:
   callbacks run after a restart, before ``func``.
 
 What is lost to a failure is what happened since the last commit, as in
-Horovod. Not supported: adding or removing hosts while the job runs
-(``--min-np``/``--max-np``/host discovery in ``horovodrun``).
+Horovod. Not supported: adding hosts while the job runs (``--max-np`` and host
+discovery in ``horovodrun``).
 """
 
 from __future__ import annotations
@@ -35,11 +41,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ... import elastic as _elastic
 from ..._owned_file import open_owned, open_owned_dir
+from ...errors import PeerLostError
+from .. import _basics
 from .._basics import rank
 from .functions import broadcast_object, broadcast_variables
 
-__all__ = ["ObjectState", "State", "TensorFlowKerasState", "TensorFlowState", "restarted", "run"]
+__all__ = [
+    "HorovodInternalError",
+    "ObjectState",
+    "State",
+    "TensorFlowKerasState",
+    "TensorFlowState",
+    "restarted",
+    "run",
+]
+
+#: Horovod's recoverable error: pytfcomm's is :class:`~pytfcomm.PeerLostError` (one class).
+HorovodInternalError = PeerLostError
 
 ELASTIC_DIR_VAR = "PYTFCOMM_ELASTIC_DIR"
 _DIR_FIX = (
@@ -72,7 +92,8 @@ class State:
         State._count += 1
 
     def register_reset_callbacks(self, callbacks: Sequence[Callable[[], None]]) -> None:
-        """Functions to call after a reset (here: after the job restarted), before ``func``."""
+        """Functions to call after a reset (the job re-formed in place or restarted),
+        before ``func`` runs again."""
         self._reset_callbacks.extend(callbacks)
 
     def on_reset(self) -> None:
@@ -324,12 +345,25 @@ def restarted() -> bool:
         return False
 
 
+def _reform() -> None:
+    """The survivors' new communicator, made the job's (``hvd`` and the TF ops)."""
+    had = _basics._comm is not None
+    _basics.shutdown()
+    _elastic.reform()
+    if had:
+        _basics.init()
+
+
 def run(func: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator: ``func(state, ...)`` resumed from the last commit (see the module doc).
 
     On a restart, rank 0 loads the state committed before it and the reset
     callbacks run; then ``state.sync()`` gives every rank rank 0's state and
-    ``func`` runs. Errors (a lost peer) propagate: the launcher restarts the job.
+    ``func`` runs. Under ``pytfcomm-run --elastic``, a :class:`~pytfcomm.PeerLostError`
+    (or another error of the failed job: :func:`pytfcomm.elastic.recoverable`)
+    in ``func`` restores the last commit, re-forms the job among the survivors, runs
+    the reset callbacks and ``sync()``, and calls ``func`` again, in this process.
+    Otherwise errors (a lost peer) propagate: the launcher restarts the job.
     """
     if not callable(func):
         raise TypeError(f"hvd.elastic.run decorates a function, got {func!r}")
@@ -340,8 +374,16 @@ def run(func: Callable[..., Any]) -> Callable[..., Any]:
         if restarted():
             state._resume()
             state.on_reset()
-        state.sync()
-        return func(state, *args, **kwargs)
+        while True:
+            try:
+                state.sync()
+                return func(state, *args, **kwargs)
+            except Exception as exc:
+                if not (_elastic.enabled() and _elastic.recoverable(exc)):
+                    raise
+            state.restore()
+            _reform()
+            state.on_reset()
 
     wrapper.__name__ = getattr(func, "__name__", "wrapper")
     wrapper.__doc__ = getattr(func, "__doc__", None)

@@ -81,7 +81,7 @@ if [[ "$FUZZ_SECONDS" != "0" ]]; then
   fi
 fi
 
-echo "== lint (scripts/lint.sh, the same checks as the pre-commit hooks)"
+echo "== [${SECONDS} s] lint (scripts/lint.sh, the same checks as the pre-commit hooks)"
 bash scripts/lint.sh
 
 # Two pytest-xdist workers: like the C++ builds, a second worker fills the
@@ -102,18 +102,18 @@ TIER=()
 if [[ "$QUICK" == 1 ]]; then
   TIER=(-m "not slow")  # a later -m among the arguments replaces it
 fi
-echo "== Python tests (${WORKERS} worker(s); PYTFCOMM_TEST_WORKERS=1 runs them in one process)"
+echo "== [${SECONDS} s] Python tests (${WORKERS} worker(s); PYTFCOMM_TEST_WORKERS=1 runs them in one process)"
 # The pytest script (not python -m pytest) keeps the source tree off sys.path,
 # so the installed pytfcomm is what gets tested.
 rc=0
-"$VENV/bin/pytest" -p no:cacheprovider "${XDIST[@]}" "${TIER[@]}" "$@" || rc=$?
+"$VENV/bin/pytest" -p no:cacheprovider --durations=20 "${XDIST[@]}" "${TIER[@]}" "$@" || rc=$?
 if [[ "$rc" == 5 ]]; then
   echo "!! pytest ran no tests (exit code 5): the arguments (${TIER[*]} $*) select none;" \
     "check -k, -m and the paths" >&2
 fi
 [[ "$rc" == 0 ]] || exit "$rc"
 
-echo "== the stages beside pytest (waiting for them)"
+echo "== [${SECONDS} s] the stages beside pytest (waiting for them)"
 failed=0
 for i in "${!BG_PIDS[@]}"; do
   if wait "${BG_PIDS[$i]}"; then
@@ -128,3 +128,4 @@ for i in "${!BG_PIDS[@]}"; do
 done
 BG_PIDS=()
 [[ "$failed" == 0 ]] || exit 1
+echo "== [${SECONDS} s] the whole suite passed"

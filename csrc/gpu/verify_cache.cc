@@ -17,39 +17,9 @@ namespace {
 
 constexpr size_t kWords = 4;  // key, ~key, not cached here, reserved
 
-// FNV-1a over 64-bit words.
-class Fnv64 {
- public:
-  Fnv64& mix(uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h_ ^= (v >> (8 * i)) & 0xff;
-      h_ *= 0x100000001b3ull;
-    }
-    return *this;
-  }
-  uint64_t value() const { return h_; }
-
- private:
-  uint64_t h_ = 0xcbf29ce484222325ull;
-};
-
 }  // namespace
 
-uint64_t call_key(const Group& g) {
-  Fnv64 h;
-  h.mix(static_cast<uint64_t>(g.call.op))
-      .mix(static_cast<uint64_t>(g.call.reduce))
-      .mix(static_cast<uint64_t>(g.call.root))
-      .mix(static_cast<uint64_t>(g.call.algorithm))
-      .mix(static_cast<uint64_t>(g.backend))
-      .mix(g.shape_tag)
-      .mix(g.members.size())
-      .mix(g.nccl_hierarchical ? 1 : 0);
-  for (const StreamTensor& t : g.members[0].tensors) {
-    h.mix(t.count).mix(static_cast<uint64_t>(t.dtype));
-  }
-  return h.value();
-}
+uint64_t call_key(const Group& g) { return call_fields<uint64_t>(g).value(); }
 
 VerifyCache::~VerifyCache() {
   if (ctx_ == nullptr) return;

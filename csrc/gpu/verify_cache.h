@@ -31,7 +31,8 @@ class NcclClique;
 struct Group;
 struct Member;
 
-// The call's key: a 64-bit hash of everything call_digest covers.
+// The call's key: call_fields (gpu/gpu_call.h) at 64 bits, the fields
+// call_digest covers.
 uint64_t call_key(const Group& g);
 
 class VerifyCache {

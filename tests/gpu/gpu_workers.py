@@ -504,7 +504,7 @@ def killed_in_stream(rank: int, size: int, addr: str, timeout: float) -> dict:
 
 def verify_cache(rank: int, size: int, addr: str, repeats: int, change: str) -> dict:
     """``repeats`` identical all-reduces, then one where the last rank's call differs
-    (``change``: count, op or "" for none), then one identical again; every result
+    (``change``: count, op, dtype, shape or "" for none), then one identical again; every result
     checked. Returns the verification counters after each phase and the changed
     call's outcome."""
     setup(rank)
@@ -513,8 +513,8 @@ def verify_cache(rank: int, size: int, addr: str, repeats: int, change: str) -> 
     with pytfcomm.init(rank=rank, size=size, addr=addr, timeout=20) as comm:
         want = float(size * (size + 1) // 2)
 
-        def once(n: int = 1000, op: str = "sum") -> None:
-            x = to_gpu(np.full(n, rank + 1, np.float32))
+        def once(n: int = 1000, op: str = "sum", dtype: str = "float32", rows: int = 1) -> None:
+            x = to_gpu(np.full(n, rank + 1, np.dtype(dtype)).reshape(rows, n // rows))
             got = to_cpu(call(comm, "allreduce", x, x.shape, op))
             expect = want if op == "sum" else float(size)
             res["wrong"] += int((got != expect).sum())
@@ -529,6 +529,10 @@ def verify_cache(rank: int, size: int, addr: str, repeats: int, change: str) -> 
                     once(1000 + odd)
                 elif change == "op":
                     once(op="max" if odd else "sum")
+                elif change == "dtype":
+                    once(dtype="float64" if odd else "float32")
+                elif change == "shape":  # the same count: only the shape digest differs
+                    once(rows=10 if odd else 1)
                 else:
                     raise ValueError(change)
             except pytfcomm.CommError as e:

@@ -30,7 +30,7 @@ VerifyCache::~VerifyCache() {
 }
 
 bool VerifyCache::confirm(uint64_t key, Clique& clique, NcclClique& world, const Member& m,
-                          TimePoint deadline) {
+                          TimePoint deadline, const std::function<void()>& keep_alive) {
   const CudaDriver& d = driver();
   bool cached = false;
   {
@@ -62,9 +62,9 @@ bool VerifyCache::confirm(uint64_t key, Clique& clique, NcclClique& world, const
         return lib.ncclAllReduce(p, p, kWords, ncclUint64, ncclMax, comms[0],
                                  reinterpret_cast<cudaStream_t>(m.stream));
       },
-      deadline);
+      deadline, keep_alive);
   PTC_CU_CHECK(d.cuMemcpyDtoHAsync_v2(host_, dev_, sizeof(mine), m.stream));
-  wait_member(m, &clique, deadline, "the GPU call's verification", {});
+  wait_member(m, &clique, deadline, "the GPU call's verification", keep_alive);
   uint64_t all[kWords];
   std::memcpy(all, host_, sizeof(all));
   // max(key) == key and max(~key) == ~key: every rank sent this key.

@@ -475,7 +475,8 @@ def killed_in_stream(rank: int, size: int, addr: str, timeout: float) -> dict:
     NCCL or the copy). Counting calls, not time from the start, leaves the
     survivors results to check however slow a loaded machine makes each call.
     Survivors return how many results were right and wrong (every 4th checked),
-    the error and the seconds the failing call took; they must not hang."""
+    the error and the seconds the failing call took, the NCCL mode and the
+    verification counters; they must not hang."""
     setup(rank)
     count = 16 << 20
     want = float(size * (size + 1) // 2)
@@ -499,6 +500,8 @@ def killed_in_stream(rank: int, size: int, addr: str, timeout: float) -> dict:
             if rank != size - 1 and i % 4 == 0:
                 ok = bool((to_cpu(out) == want).all())
                 res["right" if ok else "wrong"] += 1
+        res["nccl_mode"] = nccl_mode()
+        res["verify"] = dict(comm._gpu.verify_stats())
         return res
 
 

@@ -208,6 +208,13 @@ class Communicator {
   // (every rank alike).
   size_t allreduce_segment(Algorithm a, size_t bytes) const;
 
+  // For a collective another backend runs outside the rounds (a GPU call
+  // confirmed without one, gpu/gpu_collective.cc), every millisecond or so
+  // while it waits: sends heartbeats and takes in what peers sent when no
+  // other thread drives, and throws what closed this communicator (a lost
+  // peer: kPeerLost) as the class of its cause. Any thread; never blocks.
+  void watch_peers() { queue_.watch_peers(driver_); }
+
   void close();
   bool closed() const;
   // Why an error closed it ("" when open or closed by close()).

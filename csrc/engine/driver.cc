@@ -396,7 +396,7 @@ void Driver::drive(const std::function<bool()>& done) {
 
 void Driver::fail(const std::exception_ptr& error, ErrorKind kind, const std::string& what) {
   std::string why = str_cat(error_kind_name(kind), " error in ", context_, ": ", what);
-  queue_.set_failed(why);
+  queue_.set_failed(why, kind);
   PTC_LOG(kError, why);
   transport_->abort(what, kind);
   // Everything this rank holds fails with the class of the root cause.

@@ -217,9 +217,12 @@ void RequestQueue::take(std::vector<Request*>* fresh, OwnedRequests* owned) {
   owned_submitted_.clear();
 }
 
-void RequestQueue::set_failed(const std::string& why) {
+void RequestQueue::set_failed(const std::string& why, ErrorKind kind) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (failure_.empty()) failure_ = why;
+  if (failure_.empty()) {
+    failure_ = why;
+    failure_kind_ = kind;
+  }
   closed_ = true;
 }
 

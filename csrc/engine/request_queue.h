@@ -69,6 +69,11 @@ class RequestQueue {
   // drives; then releases `stream` (a thread stream in use by this call, or null).
   void await(Request* const* rs, size_t n, StreamState* stream, Driver& driver);
   void release_driver();
+  // Communicator::watch_peers: what the background thread does while nobody
+  // drives (heartbeats, taking in what peers sent; a lost peer fails the
+  // communicator through `driver`), at once when nobody drives; then throws
+  // what closed the communicator, as the class of its cause.
+  void watch_peers(Driver& driver);
   // Communicator::interrupt_unattended.
   bool interrupt_unattended();
   size_t stream_states() const;
@@ -114,8 +119,8 @@ class RequestQueue {
     std::lock_guard<std::mutex> lock(mu_);
     if (waiters_ > 0) cv_.notify_all();
   }
-  // An error closed it: every later call says `why`.
-  void set_failed(const std::string& why);
+  // An error of `kind` closed it: every later call says `why`.
+  void set_failed(const std::string& why, ErrorKind kind);
   // Out of step (out_of_step.cc): numbers the calls of `stream` not yet
   // announced (the driver's `taken`, then those still queued) from `next`
   // in the order they were made, and the stream's next call after them.
@@ -130,6 +135,11 @@ class RequestQueue {
   void enqueue_locked(Request* r, uint64_t stream, bool owned, StreamState* st);
   // Gives up the driver role and wakes who may take it.
   void release_driver_locked();
+  // With mu_ held (`lock`) and nobody driving: takes the driver role, sends
+  // heartbeats and takes in what peers sent (transport keep_alive, in
+  // `context`; a lost peer fails the communicator through `driver`), then
+  // gives the role up.
+  void keep_alive_locked(std::unique_lock<std::mutex>& lock, Driver& driver, const char* context);
   // After await(): the caller of `rs` no longer uses `s`, whose state goes
   // if it is a named stream that they restarted (kNamedStreamBit: all
   // agreed, nothing else in flight) or the communicator is closed.
@@ -157,8 +167,9 @@ class RequestQueue {
   std::atomic<bool> interrupt_{false};         // a waiting caller was interrupted
   std::atomic<bool> interrupt_signal_{false};  // ... or Ctrl-C came while TF ops waited
   bool closed_ = false;
-  bool stop_ = false;    // the background thread must end
-  std::string failure_;  // why the communicator was closed by an error
+  bool stop_ = false;                            // the background thread must end
+  std::string failure_;                          // why the communicator was closed by an error
+  ErrorKind failure_kind_ = ErrorKind::kClosed;  // and that error's kind
 };
 
 }  // namespace pytfcomm

@@ -95,6 +95,32 @@ void RequestQueue::release_driver() {
   release_driver_locked();
 }
 
+void RequestQueue::keep_alive_locked(std::unique_lock<std::mutex>& lock, Driver& driver,
+                                     const char* context) {
+  driving_ = true;
+  lock.unlock();
+  try {
+    transport_->set_context(context);
+    transport_->keep_alive();
+  } catch (const Error& e) {
+    driver.fail(std::current_exception(), e.kind(), e.what());
+  }
+  lock.lock();
+  release_driver_locked();
+}
+
+void RequestQueue::watch_peers(Driver& driver) {
+  check_process();
+  std::unique_lock<std::mutex> lock(mu_);
+  // A driver of its own (a caller, the background thread) watches the peers.
+  if (!closed_ && !driving_ && transport_) {
+    keep_alive_locked(lock, driver, "a GPU collective outside the host rounds");
+  }
+  if (!closed_) return;
+  if (failure_.empty()) PTC_THROW(kClosed, "this communicator was closed");
+  throw Error(failure_kind_, str_cat("this communicator failed: ", failure_));
+}
+
 bool RequestQueue::interrupt_unattended() {
   if (async_pending_.load() == 0) return false;
   interrupt_signal_.store(true);
@@ -136,16 +162,7 @@ void RequestQueue::background_loop(Driver& driver) {
       continue;
     }
     if (!driving_ && beat_s > 0 && Clock::now() >= next_beat) {
-      driving_ = true;
-      lock.unlock();
-      try {
-        transport_->set_context("no collective (between collectives)");
-        transport_->keep_alive();
-      } catch (const Error& e) {
-        driver.fail(std::current_exception(), e.kind(), e.what());
-      }
-      lock.lock();
-      release_driver_locked();
+      keep_alive_locked(lock, driver, "no collective (between collectives)");
       next_beat = Clock::now() + beat;
       continue;
     }

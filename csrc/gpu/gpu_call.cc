@@ -1,7 +1,5 @@
 #include "gpu/gpu_call.h"
 
-#include "common/digest.h"
-
 namespace pytfcomm::gpu {
 
 const char* op_label(StreamOp op) {
@@ -42,20 +40,7 @@ std::exception_ptr error_ptr(ErrorKind kind, const std::string& msg) {
   return std::make_exception_ptr(Error(kind, msg));
 }
 
-uint32_t call_digest(const Group& g) {
-  FieldDigest32 d;
-  d.mix(static_cast<uint64_t>(g.call.op))
-      .mix(static_cast<uint64_t>(g.call.reduce))
-      .mix(static_cast<uint64_t>(g.call.root))
-      .mix(static_cast<uint64_t>(g.call.algorithm))
-      .mix(static_cast<uint64_t>(g.backend))
-      .mix(g.shape_tag)
-      .mix(g.members.size());
-  for (const StreamTensor& t : g.members[0].tensors) {
-    d.mix(t.count).mix(static_cast<uint64_t>(t.dtype));
-  }
-  return d.nonzero();
-}
+uint32_t call_digest(const Group& g) { return call_fields<uint32_t>(g).nonzero(); }
 
 void check_members(const Group& g) {
   const auto& first = g.members[0].tensors;

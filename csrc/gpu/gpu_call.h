@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/collective_kind.h"
+#include "common/digest.h"
 #include "common/error.h"
 #include "gpu/gpu_params.h"
 #include "gpu/stream_collectives.h"
@@ -63,8 +64,28 @@ std::exception_ptr error_ptr(ErrorKind kind, const std::string& msg);
 
 // What every process must agree on before a GPU collective runs: operation,
 // reduction, root, algorithm, transport asked for, shape digest, number of
-// GPUs and every tensor's count and dtype. Never 0 (a host collective's
-// "no shape").
+// GPUs and every tensor's count and dtype, mixed into an FNV-1a digest of
+// `Hash`'s width (common/digest.h). The one list of a call's fields: the
+// host round's tag (call_digest) and the compact check's key
+// (gpu/verify_cache.h) are this at 32 and 64 bits.
+template <typename Hash>
+FieldDigest<Hash> call_fields(const Group& g) {
+  FieldDigest<Hash> d;
+  d.mix(static_cast<uint64_t>(g.call.op))
+      .mix(static_cast<uint64_t>(g.call.reduce))
+      .mix(static_cast<uint64_t>(g.call.root))
+      .mix(static_cast<uint64_t>(g.call.algorithm))
+      .mix(static_cast<uint64_t>(g.backend))
+      .mix(g.shape_tag)
+      .mix(g.members.size());
+  for (const StreamTensor& t : g.members[0].tensors) {
+    d.mix(t.count).mix(static_cast<uint64_t>(t.dtype));
+  }
+  return d;
+}
+
+// call_fields at 32 bits, the shape tag of the call's host collectives.
+// Never 0 (a host collective's "no shape").
 uint32_t call_digest(const Group& g);
 
 // Members of one group must pass the same tensors (counts and dtypes).

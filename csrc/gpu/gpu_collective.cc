@@ -27,7 +27,7 @@ class NcclRun final : public ExternalCollective {
   void run(const ExternalRun& r) override {
     const char* what = op_label(g_.call.op);
     Phase launch(r.tracer, "nccl_launch");
-    enqueue_nccl(g_, *clique_, route_, r.deadline);
+    enqueue_nccl(g_, *clique_, route_, r.deadline, r.keep_alive);
     if (clique_->processes() > 1) count(CounterKind::kCrossWorkerOps);
     launch.end();
     if (how_ == Completion::kWait) {
@@ -81,14 +81,21 @@ void run_negotiated(Communicator& comm, Group& g, NcclRun& body, uint32_t digest
   if (r->error()) std::rethrow_exception(r->error());
 }
 
-// At once, on this thread (PYTFCOMM_GPU_VERIFY=0, or no other process); the
-// timeline still gets the collective.
+// While a call outside the rounds waits: the host side's liveness, so that a
+// lost peer fails it as it fails a call in a round (engine/external.h).
+std::function<void()> watch_peers(Communicator* comm) {
+  if (comm == nullptr) return nullptr;
+  return [comm] { comm->watch_peers(); };
+}
+
+// At once, on this thread (PYTFCOMM_GPU_VERIFY=0, a call the compact check
+// confirmed, or no other process); the timeline still gets the collective.
 void run_direct(Communicator* comm, Group& g, NcclRun& body, uint32_t digest, TimePoint deadline) {
   Timeline* tl = comm ? comm->timeline() : nullptr;
   const int64_t t0 = tl ? Timeline::now_ns() : 0;
   bool failed = true;
   try {
-    body.run(ExternalRun{deadline, nullptr, nullptr});
+    body.run(ExternalRun{deadline, nullptr, watch_peers(comm)});
     failed = false;
   } catch (...) {
     if (!tl) throw;
@@ -164,7 +171,8 @@ Backend run_collective(Group& g, const std::shared_ptr<Clique>& clique, Completi
       uint64_t key = 0;
       if (compact) {
         key = call_key(g);
-        if (c.verify_cache().confirm(key, c, *route.world, g.members[0], deadline)) {
+        if (c.verify_cache().confirm(key, c, *route.world, g.members[0], deadline,
+                                     watch_peers(c.comm()))) {
           run_direct(c.comm(), g, body, digest, deadline);
           return b;
         }

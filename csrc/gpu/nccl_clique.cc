@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <exception>
+#include <memory>
 
 #include "common/error.h"
 #include "gpu/check.h"
@@ -16,6 +17,8 @@ namespace {
 // How long a blocking call may stay inside NCCL after ncclCommRevoke before
 // the watchdog aborts the communicators under it.
 constexpr double kRevokeGraceS = 5.0;
+// How often a blocking call inside NCCL runs its keep_alive.
+constexpr auto kWatchEvery = std::chrono::milliseconds(10);
 
 TimePoint after_grace(TimePoint deadline) {
   const auto grace =
@@ -133,27 +136,54 @@ void NcclClique::abort_handles() noexcept {
 }
 
 ncclResult_t NcclClique::bounded(const char* what, TimePoint deadline, bool revocable,
-                                 const std::function<ncclResult_t()>& call) {
+                                 const std::function<ncclResult_t()>& call,
+                                 const std::function<void()>& keep_alive) {
   std::atomic<bool> stepped_in{false};
+  std::exception_ptr lost;  // what keep_alive threw (on the watchdog thread)
   ncclResult_t r = ncclSuccess;
   {
     // The alarms fire only while `call` runs: their destructors wait for a
-    // firing one, and mu_ (held) keeps comms_ as they are meanwhile.
-    WatchdogAlarm stop(deadline, [&] {
+    // firing one, and mu_ (held) keeps comms_ as they are meanwhile. They
+    // all run on the watchdog's one thread, one at a time.
+    auto step_in = [&] {
       stepped_in.store(true);
       if (revocable) {
         revoke_handles();
       } else {
         abort_handles();
       }
-    });
+    };
+    WatchdogAlarm stop(deadline, step_in);
     WatchdogAlarm last(after_grace(deadline), [&] {
       stepped_in.store(true);
       abort_handles();
     });
+    std::unique_ptr<WatchdogAlarm> watch;
+    if (keep_alive) {
+      watch = std::make_unique<WatchdogAlarm>(
+          Clock::now() + kWatchEvery,
+          [&] {
+            if (lost || stepped_in.load()) return;
+            try {
+              keep_alive();
+            } catch (...) {
+              lost = std::current_exception();
+              step_in();
+            }
+          },
+          kWatchEvery);
+    }
     r = call();
   }
   if (!stepped_in.load()) return r;
+  if (lost) {
+    try {
+      std::rethrow_exception(lost);
+    } catch (const std::exception& e) {
+      abort_locked(str_cat(what, ": ", e.what()));
+      throw;
+    }
+  }
   const char* how = revocable ? "revoked (ncclCommRevoke), then aborted" : "aborted";
   abort_locked(str_cat("timed out in ", what, " (NCCL was ", how, ")"));
   PTC_THROW(kTimeout, "timed out in ", what, ": NCCL had not returned by the deadline and was ",
@@ -203,7 +233,7 @@ void NcclClique::settle(size_t i, ncclResult_t r, const char* what, TimePoint de
 
 void NcclClique::launch(const char* what,
                         const std::function<ncclResult_t(const ncclComm_t*)>& enqueue,
-                        TimePoint deadline) {
+                        TimePoint deadline, const std::function<void()>& keep_alive) {
   const NcclLib& lib = nccl();
   ncclResult_t r = ncclSuccess;
   std::exception_ptr err;
@@ -217,9 +247,10 @@ void NcclClique::launch(const char* what,
       err = std::current_exception();  // the group must still be closed
     }
     // Blocking: the end returns once NCCL took the work (bounded).
-    ncclResult_t end = blocking_ && !err
-                           ? bounded(what, deadline, true, [&] { return lib.ncclGroupEnd(); })
-                           : lib.ncclGroupEnd();
+    ncclResult_t end = blocking_ && !err ? bounded(
+                                               what, deadline, true,
+                                               [&] { return lib.ncclGroupEnd(); }, keep_alive)
+                                         : lib.ncclGroupEnd();
     if (r == ncclSuccess || r == ncclInProgress) r = end;
   }
   if (err) {

@@ -12,7 +12,9 @@
 //   communicators (ncclCommRevoke ends in-flight operations), the call
 //   returns, and the caller aborts them and throws kTimeout; a call still
 //   inside NCCL kRevokeGraceS later is aborted from the watchdog. An init
-//   (which cannot be revoked) is aborted at the deadline.
+//   (which cannot be revoked) is aborted at the deadline. Meanwhile the
+//   watchdog runs the launch's keep_alive (the host side's liveness): a lost
+//   peer revokes them at once, and the caller throws its kPeerLost.
 // - Non-blocking (blocking = 0; older NCCL): nothing waits inside NCCL, a
 //   call that returns ncclInProgress is polled (settled) against the
 //   deadline.
@@ -54,8 +56,11 @@ class NcclClique {
   // Runs enqueue(comms) between ncclGroupStart and ncclGroupEnd (it returns
   // the first failing result), then polls until NCCL accepted every call.
   // Nothing waits for the GPU. Throws on any NCCL error, after abort().
+  // `keep_alive` (engine/external.h; may be empty): what a blocking launch
+  // runs from the watchdog while it is inside NCCL, the thread that called
+  // launch() being held there; what it throws is thrown, after abort().
   void launch(const char* what, const std::function<ncclResult_t(const ncclComm_t*)>& enqueue,
-              TimePoint deadline);
+              TimePoint deadline, const std::function<void()>& keep_alive = nullptr);
 
   // Throws (after abort()) when NCCL reported an asynchronous error (a peer
   // died, a connection broke); kClosed once aborted. Cheap.
@@ -70,10 +75,13 @@ class NcclClique {
   [[noreturn]] void raise(size_t i, ncclResult_t r, const char* what);
   void abort_locked(const std::string& why) noexcept;
   // Runs `call` (an NCCL call that may block) under the watchdog: revoked at
-  // `deadline`, aborted kRevokeGraceS later. mu_ is held. Returns its result;
-  // throws kTimeout (after abort) when the watchdog had to step in.
+  // `deadline` or when `keep_alive` (run every kWatchEvery meanwhile; may be
+  // empty) throws, aborted kRevokeGraceS later. mu_ is held. Returns its
+  // result; throws kTimeout, or what keep_alive threw, (after abort) when
+  // the watchdog had to step in.
   ncclResult_t bounded(const char* what, TimePoint deadline, bool revocable,
-                       const std::function<ncclResult_t()>& call);
+                       const std::function<ncclResult_t()>& call,
+                       const std::function<void()>& keep_alive = nullptr);
   void revoke_handles() noexcept;  // from the watchdog, mu_ held by the caller
   void abort_handles() noexcept;   // likewise, the last resort
 

@@ -15,7 +15,7 @@ void* ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
 // group call (NCCL aggregates the M collectives of every GPU): all-reduced
 // (parts == 1), or reduce-scattered into `parts` (count / parts out).
 void enqueue_reduction(Group& g, ReduceOp op, size_t parts, const NcclRoute& route,
-                       TimePoint deadline) {
+                       TimePoint deadline, const KeepAlive& keep_alive) {
   const NcclLib& lib = nccl();
   route.world->launch(
       op_label(g.call.op),
@@ -36,11 +36,12 @@ void enqueue_reduction(Group& g, ReduceOp op, size_t parts, const NcclRoute& rou
         }
         return ncclSuccess;
       },
-      deadline);
+      deadline, keep_alive);
 }
 
 // One member: the root process's tensor lands in every `out`.
-void enqueue_broadcast(Group& g, const NcclRoute& route, TimePoint deadline) {
+void enqueue_broadcast(Group& g, const NcclRoute& route, TimePoint deadline,
+                       const KeepAlive& keep_alive) {
   const NcclLib& lib = nccl();
   const Member& m = g.members[0];
   const StreamTensor& t = m.tensors[0];
@@ -50,11 +51,12 @@ void enqueue_broadcast(Group& g, const NcclRoute& route, TimePoint deadline) {
         return lib.ncclBroadcast(cptr(t.in), ptr(t.out), t.count, nccl_type(t.dtype), g.call.root,
                                  comms[0], m.stream);
       },
-      deadline);
+      deadline, keep_alive);
 }
 
 // One member: its pieces, concatenated, from every process in rank order.
-void enqueue_allgather(Group& g, int process_rank, const NcclRoute& route, TimePoint deadline) {
+void enqueue_allgather(Group& g, int process_rank, const NcclRoute& route, TimePoint deadline,
+                       const KeepAlive& keep_alive) {
   const NcclLib& lib = nccl();
   const Member& m = g.members[0];
   const DType dt = m.tensors[0].dtype;
@@ -82,7 +84,7 @@ void enqueue_allgather(Group& g, int process_rank, const NcclRoute& route, TimeP
       [&](const ncclComm_t* comms) {
         return lib.ncclAllGather(cptr(mine), ptr(out), local, nccl_type(dt), comms[0], m.stream);
       },
-      deadline);
+      deadline, keep_alive);
 }
 
 // What NCCL does not do, on each member's stream after its collective.
@@ -103,7 +105,7 @@ void finish_values(Group& g, Clique& clique, size_t parts) {
 }  // namespace
 
 void enqueue_hierarchical(const Member& m, const StreamTensor& t, ReduceOp op,
-                          const NcclRoute& route, TimePoint deadline) {
+                          const NcclRoute& route, TimePoint deadline, const KeepAlive& keep_alive) {
   const NcclLib& lib = nccl();
   const Clique::Levels& lv = route.levels;
   const size_t esz = dtype_size(t.dtype);
@@ -118,20 +120,20 @@ void enqueue_hierarchical(const Member& m, const StreamTensor& t, ReduceOp op,
         [&](const ncclComm_t* c) {
           return lib.ncclReduceScatter(cptr(t.in), ptr(mine), part, type, o, c[0], m.stream);
         },
-        deadline);
+        deadline, keep_alive);
     lv.cross->launch(
         "ncclAllReduce (across hosts)",
         [&](const ncclComm_t* c) {
           return lib.ncclAllReduce(cptr(mine), ptr(mine), part, type, o, c[0], m.stream);
         },
-        deadline);
+        deadline, keep_alive);
     // In place: NCCL allows sendbuff == recvbuff + rank * count.
     lv.local->launch(
         "ncclAllGather (within the host)",
         [&](const ncclComm_t* c) {
           return lib.ncclAllGather(cptr(mine), ptr(t.out), part, type, c[0], m.stream);
         },
-        deadline);
+        deadline, keep_alive);
   }
   const size_t tail = t.count - part * L;
   if (tail > 0) {
@@ -142,33 +144,35 @@ void enqueue_hierarchical(const Member& m, const StreamTensor& t, ReduceOp op,
           return lib.ncclAllReduce(cptr(t.in + off), ptr(t.out + off), tail, type, o, c[0],
                                    m.stream);
         },
-        deadline);
+        deadline, keep_alive);
   }
 }
 
-void enqueue_nccl(Group& g, Clique& clique, const NcclRoute& route, TimePoint deadline) {
+void enqueue_nccl(Group& g, Clique& clique, const NcclRoute& route, TimePoint deadline,
+                  const KeepAlive& keep_alive) {
   // NCCL has no mean with pytfcomm's rounding: a sum, then one division.
   const ReduceOp op = g.call.reduce == ReduceOp::kMean ? ReduceOp::kSum : g.call.reduce;
   switch (g.call.op) {
     case StreamOp::kAllReduce:
       if (route.hierarchical()) {
-        enqueue_hierarchical(g.members[0], g.members[0].tensors[0], op, route, deadline);
+        enqueue_hierarchical(g.members[0], g.members[0].tensors[0], op, route, deadline,
+                             keep_alive);
       } else {
-        enqueue_reduction(g, op, 1, route, deadline);
+        enqueue_reduction(g, op, 1, route, deadline, keep_alive);
       }
       finish_values(g, clique, 1);
       break;
     case StreamOp::kReduceScatter: {
       const auto ranks = static_cast<size_t>(clique.group_size() * clique.processes());
-      enqueue_reduction(g, op, ranks, route, deadline);
+      enqueue_reduction(g, op, ranks, route, deadline, keep_alive);
       finish_values(g, clique, ranks);
       break;
     }
     case StreamOp::kBroadcast:
-      enqueue_broadcast(g, route, deadline);
+      enqueue_broadcast(g, route, deadline, keep_alive);
       break;
     case StreamOp::kAllGather:
-      enqueue_allgather(g, clique.process_rank(), route, deadline);
+      enqueue_allgather(g, clique.process_rank(), route, deadline, keep_alive);
       break;
   }
 }

@@ -5,6 +5,8 @@
 // Written against the clique's interface only (gpu/clique.h).
 #pragma once
 
+#include <functional>
+
 #include "common/clock.h"
 #include "gpu/clique.h"
 #include "gpu/gpu_call.h"
@@ -19,12 +21,17 @@ struct NcclRoute {
   bool hierarchical() const { return levels.local != nullptr; }
 };
 
-void enqueue_nccl(Group& g, Clique& clique, const NcclRoute& route, TimePoint deadline);
+// What a blocking launch runs while it is inside NCCL (engine/external.h's
+// keep_alive: the host side's liveness; may be empty).
+using KeepAlive = std::function<void()>;
+
+void enqueue_nccl(Group& g, Clique& clique, const NcclRoute& route, TimePoint deadline,
+                  const KeepAlive& keep_alive);
 
 // Reduce-scatter within the host, all-reduce across hosts, all-gather
 // within the host, plus a plain all-reduce of the count % local_size tail
 // (NCCL's reduce-scatter takes equal parts). One member, one tensor.
 void enqueue_hierarchical(const Member& m, const StreamTensor& t, ReduceOp op,
-                          const NcclRoute& route, TimePoint deadline);
+                          const NcclRoute& route, TimePoint deadline, const KeepAlive& keep_alive);
 
 }  // namespace pytfcomm::gpu

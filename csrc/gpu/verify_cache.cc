@@ -17,39 +17,9 @@ namespace {
 
 constexpr size_t kWords = 4;  // key, ~key, not cached here, reserved
 
-// FNV-1a over 64-bit words.
-class Fnv64 {
- public:
-  Fnv64& mix(uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h_ ^= (v >> (8 * i)) & 0xff;
-      h_ *= 0x100000001b3ull;
-    }
-    return *this;
-  }
-  uint64_t value() const { return h_; }
-
- private:
-  uint64_t h_ = 0xcbf29ce484222325ull;
-};
-
 }  // namespace
 
-uint64_t call_key(const Group& g) {
-  Fnv64 h;
-  h.mix(static_cast<uint64_t>(g.call.op))
-      .mix(static_cast<uint64_t>(g.call.reduce))
-      .mix(static_cast<uint64_t>(g.call.root))
-      .mix(static_cast<uint64_t>(g.call.algorithm))
-      .mix(static_cast<uint64_t>(g.backend))
-      .mix(g.shape_tag)
-      .mix(g.members.size())
-      .mix(g.nccl_hierarchical ? 1 : 0);
-  for (const StreamTensor& t : g.members[0].tensors) {
-    h.mix(t.count).mix(static_cast<uint64_t>(t.dtype));
-  }
-  return h.value();
-}
+uint64_t call_key(const Group& g) { return call_fields<uint64_t>(g).value(); }
 
 VerifyCache::~VerifyCache() {
   if (ctx_ == nullptr) return;
@@ -60,7 +30,7 @@ VerifyCache::~VerifyCache() {
 }
 
 bool VerifyCache::confirm(uint64_t key, Clique& clique, NcclClique& world, const Member& m,
-                          TimePoint deadline) {
+                          TimePoint deadline, const std::function<void()>& keep_alive) {
   const CudaDriver& d = driver();
   bool cached = false;
   {
@@ -92,9 +62,9 @@ bool VerifyCache::confirm(uint64_t key, Clique& clique, NcclClique& world, const
         return lib.ncclAllReduce(p, p, kWords, ncclUint64, ncclMax, comms[0],
                                  reinterpret_cast<cudaStream_t>(m.stream));
       },
-      deadline);
+      deadline, keep_alive);
   PTC_CU_CHECK(d.cuMemcpyDtoHAsync_v2(host_, dev_, sizeof(mine), m.stream));
-  wait_member(m, &clique, deadline, "the GPU call's verification", {});
+  wait_member(m, &clique, deadline, "the GPU call's verification", keep_alive);
   uint64_t all[kWords];
   std::memcpy(all, host_, sizeof(all));
   // max(key) == key and max(~key) == ~key: every rank sent this key.

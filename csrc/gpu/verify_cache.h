@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <unordered_set>
 
@@ -31,7 +32,8 @@ class NcclClique;
 struct Group;
 struct Member;
 
-// The call's key: a 64-bit hash of everything call_digest covers.
+// The call's key: call_fields (gpu/gpu_call.h) at 64 bits, the fields
+// call_digest covers.
 uint64_t call_key(const Group& g);
 
 class VerifyCache {
@@ -43,9 +45,10 @@ class VerifyCache {
 
   // Collective over `world`'s ranks: true when every rank has `key` cached
   // (launch without the round), false when the full round must run (on
-  // every rank alike). Waits for `m`'s stream; throws like a launch.
-  bool confirm(uint64_t key, Clique& clique, NcclClique& world, const Member& m,
-               TimePoint deadline);
+  // every rank alike). Waits for `m`'s stream, running `keep_alive` (the
+  // host side's liveness, engine/external.h) meanwhile; throws like a launch.
+  bool confirm(uint64_t key, Clique& clique, NcclClique& world, const Member& m, TimePoint deadline,
+               const std::function<void()>& keep_alive);
   // After a full round that succeeded (on every rank).
   void remember(uint64_t key);
 

@@ -16,11 +16,11 @@ class Watchdog {
     return *w;
   }
 
-  uint64_t arm(TimePoint when, std::function<void()> fire) {
+  uint64_t arm(TimePoint when, std::function<void()> fire, Clock::duration every) {
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t id = ++next_;
     const bool earliest = alarms_.empty() || when < alarms_.begin()->first.first;
-    alarms_.emplace(std::make_pair(when, id), std::move(fire));
+    alarms_.emplace(std::make_pair(when, id), Alarm{std::move(fire), every});
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     if (earliest) cv_.notify_all();
     return id;
@@ -28,13 +28,14 @@ class Watchdog {
 
   void disarm(uint64_t id) {
     std::unique_lock<std::mutex> lock(mu_);
+    // A running one may re-arm itself (`every`): wait, then take it out.
+    done_cv_.wait(lock, [&] { return running_ != id; });
     for (auto it = alarms_.begin(); it != alarms_.end(); ++it) {
       if (it->first.second == id) {
         alarms_.erase(it);
-        return;
+        break;
       }
     }
-    done_cv_.wait(lock, [&] { return running_ != id; });
     fired_.erase(id);
   }
 
@@ -57,21 +58,29 @@ class Watchdog {
         continue;
       }
       const uint64_t id = it->first.second;
-      std::function<void()> fire = std::move(it->second);
+      Alarm alarm = std::move(it->second);
       alarms_.erase(it);
       running_ = id;
       fired_.insert(id);
       lock.unlock();
-      fire();
+      alarm.fire();
       lock.lock();
+      if (alarm.every > Clock::duration::zero()) {
+        alarms_.emplace(std::make_pair(Clock::now() + alarm.every, id), std::move(alarm));
+      }
       running_ = 0;
       done_cv_.notify_all();
     }
   }
 
+  struct Alarm {
+    std::function<void()> fire;
+    Clock::duration every;  // zero: once
+  };
+
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
-  std::map<std::pair<TimePoint, uint64_t>, std::function<void()>> alarms_;
+  std::map<std::pair<TimePoint, uint64_t>, Alarm> alarms_;
   std::set<uint64_t> fired_;  // ids that fired and were not disarmed yet
   uint64_t next_ = 0;
   uint64_t running_ = 0;
@@ -80,8 +89,8 @@ class Watchdog {
 
 }  // namespace
 
-WatchdogAlarm::WatchdogAlarm(TimePoint when, std::function<void()> fire)
-    : id_(Watchdog::get().arm(when, std::move(fire))) {}
+WatchdogAlarm::WatchdogAlarm(TimePoint when, std::function<void()> fire, Clock::duration every)
+    : id_(Watchdog::get().arm(when, std::move(fire), every)) {}
 
 WatchdogAlarm::~WatchdogAlarm() { Watchdog::get().disarm(id_); }
 

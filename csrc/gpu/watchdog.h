@@ -11,12 +11,14 @@
 
 namespace pytfcomm::gpu {
 
-// Runs `fire` on the watchdog thread at `when` unless destroyed first. The
+// Runs `fire` on the watchdog thread at `when` (and, with a non-zero
+// `every`, again every `every` after each run) unless destroyed first. The
 // destructor waits for a `fire` already running, so what it captures may
 // live on the arming thread's stack. `fire` must not throw or arm.
 class WatchdogAlarm {
  public:
-  WatchdogAlarm(TimePoint when, std::function<void()> fire);
+  WatchdogAlarm(TimePoint when, std::function<void()> fire,
+                Clock::duration every = Clock::duration::zero());
   ~WatchdogAlarm();
   WatchdogAlarm(const WatchdogAlarm&) = delete;
   WatchdogAlarm& operator=(const WatchdogAlarm&) = delete;

@@ -475,7 +475,8 @@ def killed_in_stream(rank: int, size: int, addr: str, timeout: float) -> dict:
     NCCL or the copy). Counting calls, not time from the start, leaves the
     survivors results to check however slow a loaded machine makes each call.
     Survivors return how many results were right and wrong (every 4th checked),
-    the error and the seconds the failing call took; they must not hang."""
+    the error and the seconds the failing call took, the NCCL mode and the
+    verification counters; they must not hang."""
     setup(rank)
     count = 16 << 20
     want = float(size * (size + 1) // 2)
@@ -499,12 +500,14 @@ def killed_in_stream(rank: int, size: int, addr: str, timeout: float) -> dict:
             if rank != size - 1 and i % 4 == 0:
                 ok = bool((to_cpu(out) == want).all())
                 res["right" if ok else "wrong"] += 1
+        res["nccl_mode"] = nccl_mode()
+        res["verify"] = dict(comm._gpu.verify_stats())
         return res
 
 
 def verify_cache(rank: int, size: int, addr: str, repeats: int, change: str) -> dict:
     """``repeats`` identical all-reduces, then one where the last rank's call differs
-    (``change``: count, op or "" for none), then one identical again; every result
+    (``change``: count, op, dtype, shape or "" for none), then one identical again; every result
     checked. Returns the verification counters after each phase and the changed
     call's outcome."""
     setup(rank)
@@ -513,8 +516,8 @@ def verify_cache(rank: int, size: int, addr: str, repeats: int, change: str) -> 
     with pytfcomm.init(rank=rank, size=size, addr=addr, timeout=20) as comm:
         want = float(size * (size + 1) // 2)
 
-        def once(n: int = 1000, op: str = "sum") -> None:
-            x = to_gpu(np.full(n, rank + 1, np.float32))
+        def once(n: int = 1000, op: str = "sum", dtype: str = "float32", rows: int = 1) -> None:
+            x = to_gpu(np.full(n, rank + 1, np.dtype(dtype)).reshape(rows, n // rows))
             got = to_cpu(call(comm, "allreduce", x, x.shape, op))
             expect = want if op == "sum" else float(size)
             res["wrong"] += int((got != expect).sum())
@@ -529,6 +532,10 @@ def verify_cache(rank: int, size: int, addr: str, repeats: int, change: str) -> 
                     once(1000 + odd)
                 elif change == "op":
                     once(op="max" if odd else "sum")
+                elif change == "dtype":
+                    once(dtype="float64" if odd else "float32")
+                elif change == "shape":  # the same count: only the shape digest differs
+                    once(rows=10 if odd else 1)
                 else:
                     raise ValueError(change)
             except pytfcomm.CommError as e:

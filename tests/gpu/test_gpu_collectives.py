@@ -195,15 +195,33 @@ def test_rank_lost_mid_collective(gpu_env: GpuEnv, transport: str) -> None:
         assert res["took"] < 12, (r, res)
 
 
-@pytest.mark.parametrize("transport", ["nccl", "staged"])
-def test_rank_killed_mid_stream(gpu_env: GpuEnv, transport: str) -> None:
+# The NCCL path's opt-in modes (docs/gpu.md): each must notice the lost peer as
+# the default does, through the host side's liveness, not at the deadline.
+KILLED_MODES = {
+    "nccl": ("nccl", {}),
+    "staged": ("staged", {}),
+    # The stand-in's launch then waits for every peer's (as NCCL's connection
+    # set-up does): a blocking launch is held inside NCCL when the peer dies.
+    "nccl-blocking": (
+        "nccl",
+        {"PYTFCOMM_GPU_NCCL_MODE": "blocking", "PTCSI_NCCL_LAUNCH_WAITS": "1"},
+    ),
+    "nccl-verify-cache": ("nccl", {"PYTFCOMM_GPU_VERIFY_CACHE": "1"}),
+}
+
+
+@pytest.mark.parametrize("mode", list(KILLED_MODES))
+def test_rank_killed_mid_stream(gpu_env: GpuEnv, mode: str) -> None:
     """The last of 3 ranks is SIGKILLed in a stream of 64 MiB all-reduces, 0.3 s
     after its 8th, at no chosen point (no fault knob: on a GPU mostly inside NCCL's kernel or the
     staging copies). Every result the survivors checked before is right, and they
-    raise a pytfcomm error naming the loss within a bound instead of hanging."""
+    raise a pytfcomm error naming the loss within a bound (15 s, the deadline being
+    20 s) instead of hanging: staged, NCCL, and NCCL with blocking communicators or
+    the compact verification."""
+    transport, setting = KILLED_MODES[mode]
     if transport == "nccl":
         gpu_env.skip_unless_nccl_ranks(3)
-    env = gpu_env.with_env(PYTFCOMM_GPU_TRANSPORT=transport)
+    env = gpu_env.with_env(PYTFCOMM_GPU_TRANSPORT=transport, **setting)
     out = run_ranks(3, "gpu_workers:killed_in_stream", 20.0, env=env, timeout=150,
                     allow_failure=True)  # fmt: skip
     assert out[2][0] is False and "exited with code -9" in out[2][1], out[2]
@@ -213,6 +231,10 @@ def test_rank_killed_mid_stream(gpu_env: GpuEnv, transport: str) -> None:
         assert res["wrong"] == 0 and res["right"] > 0, (r, res)
         assert res["outcome"].startswith(("PeerLostError", "CommTimeoutError")), (r, res)
         assert res["took"] < 15, (r, res)
+        if "blocking" in mode:
+            assert res["nccl_mode"] == "blocking", (r, res)
+        if "verify-cache" in mode:  # the stream's calls took the compact check
+            assert res["verify"]["compact"] > 0, (r, res)
 
 
 @pytest.mark.parametrize("transport", ["nccl", "staged"])

@@ -32,11 +32,12 @@ def test_repeated_calls_take_the_compact_check(gpu_env: GpuEnv, n: int) -> None:
         assert res["after_all"] == {"full": 1, "compact": REPEATS}, (r, res)
 
 
-@pytest.mark.parametrize("change", ["count", "op"])
+@pytest.mark.parametrize("change", ["count", "op", "dtype", "shape"])
 def test_a_changed_call_is_a_mismatch_on_every_rank(gpu_env: GpuEnv, change: str) -> None:
-    """After the call was agreed and cached, the last of 3 ranks changes its count or
-    op: every rank raises MismatchError (the full round names what differs), nothing
-    hangs, and the next identical call runs, compactly again, with right results."""
+    """After the call was agreed and cached, the last of 3 ranks changes its count,
+    op, dtype or shape (same count): every rank raises MismatchError (the full
+    round names what differs), nothing hangs, and the next identical call runs,
+    compactly again, with right results."""
     out = _run(gpu_env, 3, change)
     for r, res in enumerate(out):
         assert res["changed"].startswith("MismatchError"), (r, res)

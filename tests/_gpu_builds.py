@@ -54,16 +54,36 @@ elif not (Path(CUDA_INC) / "cuda.h").is_file():  # type: ignore[arg-type]
     MISSING = f"no cuda.h next to nvcc ({CUDA_INC})"
 
 
-# The session builds (fixtures in tests/conftest.py) each fixture needs,
+# The session's steps (fixtures in tests/conftest.py) each fixture needs,
 # directly or through another fixture (gpu_env asks for its builds with
 # getfixturevalue, which pytest cannot see when it collects, so it is named here).
+# Configuring and building are separate steps: a test that only configures
+# must not take the build's time, leaving the test that builds without it.
 BUILDS_OF: dict[str, set[str]] = {
-    "cuda_configure": {"cuda_build"},
-    "cuda_build": {"cuda_build"},
-    "cuda_package": {"cuda_build"},
+    "cuda_configure": {"cuda_configure"},
+    "cuda_build": {"cuda_configure", "cuda_build"},
+    "cuda_package": {"cuda_configure", "cuda_build"},
     "standin_libs": {"standin_libs"},
-    "gpu_env": {"cuda_build", "standin_libs"},
+    "gpu_env": {"cuda_configure", "cuda_build", "standin_libs"},
 }
+# The most each step may take (the limits _run() gives them).
+STEP_SECONDS: dict[str, float] = {
+    "cuda_configure": CONFIGURE_TIMEOUT,
+    "cuda_build": BUILD_TIMEOUT,
+    "standin_libs": CONFIGURE_TIMEOUT + BUILD_TIMEOUT,
+}
+
+
+def first_use_seconds(fixtures_per_test: list[set[str]]) -> list[float]:
+    """For tests in run order (each given by its fixture names), the seconds each must
+    be given beyond its usual limit: the limits of the steps it is the first to need."""
+    seen: set[str] = set()
+    extra = []
+    for names in fixtures_per_test:
+        new = set().union(*(BUILDS_OF.get(n, set()) for n in names)) - seen
+        seen |= new
+        extra.append(float(sum(STEP_SECONDS[step] for step in new)))
+    return extra
 
 
 def _env() -> dict[str, str]:

@@ -66,17 +66,11 @@ def standin_libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The first test to need one of the session's builds also pays for building it:
-    give that test (only) each build's time on top of the usual limit."""
-    seen: set[str] = set()
-    for item in items:
-        needs: set[str] = set()
-        for name in getattr(item, "fixturenames", ()):
-            needs |= _gpu_builds.BUILDS_OF.get(name, set())
-        new = needs - seen
-        if new:
-            seen |= new
+    """The first test to need one of the session's build steps also pays for it: give
+    that test (only) each such step's limit on top of the usual limit."""
+    fixtures = [set(getattr(item, "fixturenames", ())) for item in items]
+    for item, extra in zip(items, _gpu_builds.first_use_seconds(fixtures), strict=True):
+        if extra:
             marker = item.get_closest_marker("timeout")
             base = marker.args[0] if marker and marker.args else config.getini("timeout")
-            extra = _gpu_builds.BUILD_TIMEOUT * len(new)
             item.add_marker(pytest.mark.timeout(float(base or 300) + extra))

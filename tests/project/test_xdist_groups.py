@@ -43,3 +43,17 @@ def test_long_first_units_go_to_the_front_in_their_order() -> None:
     assert list(queue) == ["d", "b", "a", "c", "e"]
     groups.long_first(queue, [])
     assert list(queue) == ["d", "b", "a", "c", "e"]
+
+
+def test_the_test_that_builds_gets_the_build_time() -> None:
+    """tests/builds/test_cuda_build.py's first test only configures; its second builds the
+    core (minutes on 2 busy cores) and must get the build's time, not the usual 300 s."""
+    import _gpu_builds as builds
+
+    order = [{"cuda_configure"}, {"cuda_build"}, {"cuda_package"}, {"gpu_env"}, {"tmp_path"}]
+    extra = builds.first_use_seconds(order)
+    assert extra[0] == builds.CONFIGURE_TIMEOUT
+    assert extra[1] == builds.BUILD_TIMEOUT
+    assert extra[2] == 0.0
+    assert extra[3] == builds.STEP_SECONDS["standin_libs"]
+    assert extra[4] == 0.0

@@ -190,3 +190,28 @@ def test_real_mpich_hydra_ranks_form_one_job(port: bool, tmp_path: Path) -> None
         (0, 2, "mpi", 2, [3, 3, 3, 3]),
         (1, 2, "mpi", 2, [3, 3, 3, 3]),
     ], views
+
+
+# torchrun is torch's (pip install torch, several GiB with its CUDA wheels): the suite's
+# own environment does not install it. PTC_TORCHRUN names one in another environment;
+# it starts this interpreter with --no-python.
+_TORCHRUN = os.environ.get("PTC_TORCHRUN") or shutil.which("torchrun")
+
+
+@pytest.mark.skipif(_TORCHRUN is None, reason="no torchrun (pip install torch; or PTC_TORCHRUN)")
+def test_real_torchrun_ranks_form_one_job(tmp_path: Path) -> None:
+    """torchrun's own agent sets RANK/WORLD_SIZE/LOCAL_*/MASTER_* and its run id; its
+    store keeps MASTER_PORT, pytfcomm meets on the port above it."""
+    assert _TORCHRUN is not None
+    master = free_port()
+    argv = [_TORCHRUN, "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1"]
+    argv += ["--master-port", str(master), "--rdzv-id", "ptc-7", "--no-python"]
+    rc, views, output = _launch(argv, tmp_path)
+    assert rc == 0, output
+    assert [(v["rank"], v["size"], v["source"], v["local_size"], v["sum"]) for v in views] == [
+        (0, 2, "torchrun", 2, [3, 3, 3, 3]),
+        (1, 2, "torchrun", 2, [3, 3, 3, 3]),
+    ], views
+    assert views[0]["addr"] == f"127.0.0.1:{master + 1}", views
+    assert views[0]["job"] == views[1]["job"], views
+    assert str(views[0]["job"]).startswith("TORCHELASTIC_RUN_ID="), views

@@ -52,6 +52,11 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   # tf-keras (TF_USE_LEGACY_KERAS=1) without its dependencies: they would pull
   # the full tensorflow wheel next to tensorflow-cpu.
   "$VPY" -m pip install -q --disable-pip-version-check --no-deps tf-keras==2.21.0
+  # torchrun for the real-torchrun launch test: torch's CPU wheel (190 MB), only where pip
+  # finds it among local wheels (the +cpu label is on no index pip reads by default); a
+  # plain `torch` would pull several GB of CUDA wheels. Without it that one test skips.
+  "$VPY" -m pip install -q --disable-pip-version-check "torch==2.13.0+cpu" 2>/dev/null \
+    || log "no torch CPU wheel on hand: tests/launch's real-torchrun test will skip"
   echo "$want" >"$stamp"
 fi
 

@@ -192,10 +192,14 @@ def test_real_mpich_hydra_ranks_form_one_job(port: bool, tmp_path: Path) -> None
     ], views
 
 
-# torchrun is torch's (pip install torch, several GiB with its CUDA wheels): the suite's
-# own environment does not install it. PTC_TORCHRUN names one in another environment;
-# it starts this interpreter with --no-python.
-_TORCHRUN = os.environ.get("PTC_TORCHRUN") or shutil.which("torchrun")
+# torchrun is torch's: scripts/setup.sh installs torch's CPU wheel where one is on hand
+# (pip finds it among its local wheels); elsewhere PTC_TORCHRUN names one in another
+# environment, and it starts this interpreter with --no-python.
+_TORCHRUN = (
+    os.environ.get("PTC_TORCHRUN")
+    or shutil.which("torchrun", path=str(Path(sys.executable).parent))
+    or shutil.which("torchrun")
+)
 
 
 @pytest.mark.skipif(_TORCHRUN is None, reason="no torchrun (pip install torch; or PTC_TORCHRUN)")

@@ -111,6 +111,9 @@ def serve(sock: socket.socket) -> dict | None:
             os.close(ready_r)
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            # As a fresh interpreter whose Ctrl-C works, even when the suite itself was
+            # started with SIGINT ignored (a shell's `cmd &`, which the zygote inherits).
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             for fd in (wake_r, wake_w):
                 os.close(fd)
             sock.close()

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 
 from .hosts import UsageError, _parse_entry
+from .procs import _child_setup
 
 __all__ = ["PERIOD_S", "SCRIPT_TIMEOUT_S", "HostDiscovery", "parse_output"]
 
@@ -68,6 +69,7 @@ class HostDiscovery:
         self._target: int | None = None
         self._said: str | None = None
         self._stop = threading.Event()
+        self._running: subprocess.Popen[bytes] | None = None  # the script, while it runs
         self._thread = threading.Thread(target=self._loop, name="pytfcomm-discovery", daemon=True)
 
     def target(self) -> int | None:
@@ -78,9 +80,15 @@ class HostDiscovery:
         self._thread.start()
 
     def close(self) -> None:
+        """Stop polling; a run of the script in progress is killed (the launcher's exit,
+        Ctrl-C included, never waits for a slow script)."""
         self._stop.set()
+        proc = self._running
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
         if self._thread.is_alive():
-            self._thread.join(timeout=self._timeout + 5.0)
+            self._thread.join(timeout=2.0)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -92,6 +100,8 @@ class HostDiscovery:
         try:
             slots, others = parse_output(self._run())
         except (OSError, UsageError, RuntimeError) as exc:
+            if self._stop.is_set():  # killed by close(): nothing to say
+                return
             self._tell(
                 f"warning: host discovery script {self.script!r}: {exc}; the job goes on "
                 f"with what it has (target {self._target if self._target is not None else '-'})"
@@ -121,7 +131,9 @@ class HostDiscovery:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # on a timeout, its children go with it
+            preexec_fn=_child_setup(os.getpid(), None),  # and with the launcher's death
         )
+        self._running = proc
         try:
             out, err = proc.communicate(timeout=self._timeout)
         except subprocess.TimeoutExpired:
@@ -130,6 +142,8 @@ class HostDiscovery:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.communicate(timeout=5.0)
             raise RuntimeError(f"did not finish within {self._timeout:g} s (killed)") from None
+        finally:
+            self._running = None
         if proc.returncode != 0:
             why = err.decode(errors="replace").strip().splitlines()
             tail = f": {why[-1][:200]}" if why else ""

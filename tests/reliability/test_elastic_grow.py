@@ -217,6 +217,13 @@ def test_a_hanging_discovery_script_is_killed_and_warned_about(tmp_path: Path) -
     disc.script = str(_discovery(tmp_path, "localhost:2"))
     disc.poll()
     assert disc.target() == 2, said
+    # The launcher's exit (Ctrl-C included) never waits for a run in progress.
+    hang = HostDiscovery(str(_discovery(tmp_path, "", "sleep 600\n")), max_np=3, say=said.append)
+    hang.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    hang.close()
+    assert time.monotonic() - t0 < 3 and not hang._thread.is_alive()
 
 
 class _Target:

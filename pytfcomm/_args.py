@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _core
 from ._dtypes import dtype_code
-from .errors import InvalidArgumentError
+from .errors import ConfigError, InvalidArgumentError
 
 __all__ = [
     "check_input",
@@ -30,6 +31,7 @@ __all__ = [
     "check_rank",
     "check_splits",
     "check_writable",
+    "connect_wait_s",
     "timeout_s",
 ]
 
@@ -41,6 +43,18 @@ def timeout_s(value: float | None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise InvalidArgumentError(f"timeout must be a positive number of seconds, got {value!r}")
     return float(value)
+
+
+def connect_wait_s(connect_timeout: float | None) -> float:
+    """``init(connect_timeout=)``, else PYTFCOMM_CONNECT_TIMEOUT as the core reads it."""
+    if connect_timeout is not None:
+        return timeout_s(connect_timeout)  # checked: a positive number
+    for row in _core.param_table():
+        if row["env"] == "PYTFCOMM_CONNECT_TIMEOUT":
+            if row["value"] is None:
+                raise ConfigError(f"PYTFCOMM_CONNECT_TIMEOUT: {row['error']}")
+            return float(row["value"].split()[0])  # "120 s"
+    raise AssertionError("the core has no PYTFCOMM_CONNECT_TIMEOUT parameter")
 
 
 def check_input(x: object, what: str = "input") -> np.ndarray:

@@ -5,8 +5,15 @@ unpickled), at most :data:`MAX_LINE` bytes, authenticated with the job secret:
 
 1. the launcher sends ``{"v": 1, "nonce": N}`` (a fresh random nonce);
 2. the rank sends ``{"body": B, "mac": HMAC(secret, "req" | N | B)}``, where ``B`` holds
-   its worker id, the membership epoch it knows and a nonce ``C`` of its own;
+   what it asks (``op``), its worker id, the membership epoch it knows and a nonce ``C``
+   of its own;
 3. the launcher answers ``{"body": R, "mac": HMAC(secret, "rep" | C | R)}``.
+
+The questions (``op``): ``rejoin``, the next membership after a loss or at a commit
+point that admits joiners (``pytfcomm.elastic.reform``); ``join``, the first membership
+of a process started to join a running job (``pytfcomm.init`` in a joiner; it names how
+long it waits, ``wait``); ``poll``, whether joiners wait to be admitted
+(``pytfcomm.elastic.hosts_updated``, asked by rank 0 only).
 
 A request whose MAC does not verify gets no answer (the connection is closed), so only a
 holder of the secret learns anything; a reply that does not verify is refused by the
@@ -27,7 +34,9 @@ from typing import Any
 __all__ = [
     "ADDR_VAR",
     "EPOCH_VAR",
+    "GROW_VAR",
     "ID_VAR",
+    "JOINER_VAR",
     "MAX_LINE",
     "VERSION",
     "WINDOW_VAR",
@@ -47,6 +56,8 @@ ADDR_VAR = "PYTFCOMM_ELASTIC_ADDR"  # host:port of the launcher's membership ser
 ID_VAR = "PYTFCOMM_ELASTIC_ID"  # the worker id: the rank it was started as
 WINDOW_VAR = "PYTFCOMM_ELASTIC_WINDOW"  # the check-in window, seconds
 EPOCH_VAR = "PYTFCOMM_ELASTIC_EPOCH"  # the membership epoch this process joined
+GROW_VAR = "PYTFCOMM_ELASTIC_GROW"  # "1": the job may grow (--host-discovery-script)
+JOINER_VAR = "PYTFCOMM_ELASTIC_JOINER"  # "1": started to join a running job at a commit
 
 
 class WireError(Exception):

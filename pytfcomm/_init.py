@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import _cluster, _core, _dlpack
 from ._args import timeout_s
 from ._comm import Communicator
+from ._elastic_client import admit_joiner
 from ._job_check import check_job_agreement, describe
 from ._secret import job_secret
 from .errors import ConfigError, InvalidArgumentError
@@ -105,6 +106,11 @@ def init(
     0 turns it off): after this many seconds stalled in a collective, log which
     ranks hold it back (docs/reliability.md).
 
+    In a process ``pytfcomm-run --elastic --host-discovery-script`` started to join a
+    running job, it first waits (up to ``connect_timeout``) until the ranks admit it at
+    a commit point, then joins with the rank, size and address the launcher gives
+    (docs/elastic.md); :class:`MembershipError` when that does not happen in time.
+
     Raises :class:`InvalidArgumentError` for unusable arguments (``size`` in
     1..32767, ``0 <= rank < size``, a port in 1..65535) and :class:`ConfigError`
     for an unusable environment, naming the variable and the valid range.
@@ -126,6 +132,10 @@ def init(
     else:
         stall = float(stall_warning)
     _check_job_args(rank, size, addr)
+    if rank is None and size is None and addr is None:
+        # A joiner of pytfcomm-run --elastic: its rank, size and address come from the
+        # launcher once the ranks admit it (waits up to connect_timeout).
+        admit_joiner(secret, connect_timeout)
     spec = _cluster.resolve(rank, size, addr)
     secret_ = job_secret(secret, spec, connect_timeout)
     host, port = spec.rendezvous

@@ -21,8 +21,7 @@ import secrets
 import sys
 import threading
 
-from . import _core
-from ._args import timeout_s
+from ._args import connect_wait_s
 from .errors import ConfigError
 
 __all__ = ["in_ray_train_worker", "ray_train_secret"]
@@ -42,25 +41,13 @@ def in_ray_train_worker() -> bool:
     return True
 
 
-def _wait_s(connect_timeout: float | None) -> float:
-    """``init(connect_timeout=)``, else PYTFCOMM_CONNECT_TIMEOUT as the core reads it."""
-    if connect_timeout is not None:
-        return timeout_s(connect_timeout)  # checked: a positive number
-    for row in _core.param_table():
-        if row["env"] == "PYTFCOMM_CONNECT_TIMEOUT":
-            if row["value"] is None:
-                raise ConfigError(f"PYTFCOMM_CONNECT_TIMEOUT: {row['error']}")
-            return float(row["value"].split()[0])  # "120 s"
-    raise AssertionError("the core has no PYTFCOMM_CONNECT_TIMEOUT parameter")
-
-
 def ray_train_secret(connect_timeout: float | None) -> str:
     """The secret world rank 0 draws, as every worker receives it, waiting at most
     ``connect_timeout`` (default PYTFCOMM_CONNECT_TIMEOUT) for the other workers.
 
     Every worker of the Ray Train job must call this once per ``init()``.
     """
-    wait = _wait_s(connect_timeout)
+    wait = connect_wait_s(connect_timeout)
     import ray.train
     from ray.train.collective import broadcast_from_rank_zero
 

@@ -28,35 +28,31 @@ last commit and makes the ranks agree on it (a broadcast from rank 0)::
 ``hvd.elastic.run`` does the same around a Horovod ``State``. A process the launcher
 declared lost, or one that cannot go on (fewer than ``--min-np`` left), gets
 :class:`~pytfcomm.MembershipError`.
+
+With ``--host-discovery-script``, workers also join at commit points: after each
+commit every rank calls :func:`hosts_updated` and, when it says True, :func:`reform`,
+then takes rank 0's commit. The joiner's ``pytfcomm.init()`` waits for that commit
+point, returns its communicator in the new membership (``epoch() > 0``: it joined a
+running job) and takes rank 0's commit with the same broadcasts.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
-import socket
 import sys
-import time
 
+import numpy as np
+
+from . import _elastic_client as _client
 from . import _init
-from ._cluster import parse_addr
 from ._comm import Communicator
-from ._elastic_wire import (
-    ADDR_VAR,
-    EPOCH_VAR,
-    ID_VAR,
-    WINDOW_VAR,
-    WireError,
-    read_line,
-    sealed,
-    unseal,
-)
+from ._elastic_wire import ADDR_VAR, EPOCH_VAR, GROW_VAR, ID_VAR, WINDOW_VAR
 from .errors import CommError, ConfigError, MembershipError, PeerLostError
 
-__all__ = ["enabled", "epoch", "recoverable", "reform"]
+__all__ = ["enabled", "epoch", "hosts_updated", "recoverable", "reform"]
 
 _SLACK_S = 30.0  # beyond the launcher's window: its own work, a loaded machine
+_POLL_S = 10.0  # hosts_updated(): how long rank 0 waits for the launcher's answer
 _NOT_ELASTIC = (
     "this process was not started by pytfcomm-run --elastic, so no launcher can place it "
     "in a new membership: start the job with pytfcomm-run --elastic --min-np A ... "
@@ -106,33 +102,66 @@ def _env_number(name: str, default: float) -> float:
 
 def _ask(addr: str, secret: str, worker: int, known: int, wait_s: float) -> dict[str, object]:
     """The launcher's answer to "which membership comes after epoch ``known``?"."""
-    host, port = parse_addr(addr, what=ADDR_VAR)
-    deadline = time.monotonic() + wait_s
-    cnonce = secrets.token_hex(16)
-    try:
-        with socket.create_connection((host, port), timeout=min(wait_s, 10.0)) as sock:
-            hello = read_line(sock, deadline)
-            try:
-                nonce = json.loads(hello)["nonce"]
-            except (ValueError, KeyError, TypeError):
-                raise WireError("the launcher's greeting is malformed") from None
-            if not isinstance(nonce, str):
-                raise WireError("the launcher's greeting is malformed")
-            body = {"op": "rejoin", "id": worker, "epoch": known, "nonce": cnonce}
-            sock.sendall(sealed(secret, "req", nonce, body))
-            return unseal(secret, "rep", cnonce, read_line(sock, deadline))
-    except (OSError, WireError) as exc:
+    body = {"op": "rejoin", "id": worker, "epoch": known}
+    return _client.ask(addr, secret, body, wait_s, "the next membership")
+
+
+def _poll(addr: str, secret: str, worker: int, known: int, wait_s: float) -> bool:
+    """Whether the launcher has joiners waiting for the next commit point (rank 0 asks)."""
+    body = {"op": "poll", "id": worker, "epoch": known}
+    reply = _client.ask(addr, secret, body, wait_s, "whether workers wait to join")
+    if not reply.get("ok"):
+        raise MembershipError(str(reply.get("error", "the launcher refused this process")))
+    return reply.get("pending") is True
+
+
+def hosts_updated(comm: Communicator | None = None, timeout: float = _POLL_S) -> bool:
+    """Whether workers wait to join the job at this commit point (Horovod's
+    ``hosts_updated``): call it on every rank, at the same point, right after a commit.
+
+    When True, call :func:`reform` on every rank: the new communicator has the waiting
+    joiners appended after the current ranks (which keep their order), and every rank
+    takes rank 0's committed state, as after a loss. Only rank 0 asks the launcher
+    (within ``timeout`` seconds); its answer reaches every rank by a broadcast on
+    ``comm`` (default: the job's communicator), so all ranks decide alike. A joiner
+    that arrives after rank 0 asked is admitted at the next commit point.
+
+    False at once (no question, no broadcast) unless this job was started by
+    ``pytfcomm-run --elastic --host-discovery-script``, the only way workers join.
+    Raises :class:`~pytfcomm.MembershipError` on every rank when rank 0 cannot reach
+    the launcher.
+    """
+    if os.environ.get(GROW_VAR) != "1" or not enabled():
+        return False
+    comm = comm if comm is not None else _init.default_communicator()
+    if comm is None:
         raise MembershipError(
-            f"could not get the next membership from the launcher at {addr} within "
-            f"{wait_s:g} s ({exc}): is pytfcomm-run still running? The job cannot go on "
-            "in this process; rerun it, or use --restarts as a fallback"
-        ) from None
+            "hosts_updated() needs the job's communicator: call pytfcomm.init() first"
+        )
+    answer, why = 0, ""
+    if comm.rank == 0:
+        try:
+            worker = int(os.environ.get(ID_VAR, ""))
+            secret = (getattr(comm, "_join_args", None) or {}).get("secret") or os.environ.get(
+                "PYTFCOMM_SECRET", ""
+            )
+            answer = int(_poll(os.environ[ADDR_VAR].strip(), secret, worker, epoch(), timeout))
+        except (ValueError, MembershipError) as exc:
+            answer, why = -1, str(exc)
+    flag = int(comm.broadcast(np.array([answer], np.int64), root=0)[0])
+    if flag < 0:
+        raise MembershipError(
+            why or "rank 0 could not ask the launcher whether workers wait to join (see its error)"
+        )
+    return flag == 1
 
 
 def reform(timeout: float | None = None) -> Communicator:
     """Leave the broken communicator and join the survivors' new one; returns it.
 
-    Call it on every surviving rank after a :class:`~pytfcomm.PeerLostError`. Blocks
+    Call it on every surviving rank after a :class:`~pytfcomm.PeerLostError`, or on
+    every rank when :func:`hosts_updated` says True (the joiners are then appended
+    after the current ranks). Blocks
     until the launcher decided the next membership (within its ``--elastic-window``,
     or ``timeout`` seconds: default that window plus 30 s) and the new communicator is
     connected (``connect_timeout`` of the first ``init``). The new communicator is the
@@ -157,33 +186,8 @@ def reform(timeout: float | None = None) -> Communicator:
     if old is not None:
         old.close()
     wait_s = timeout if timeout is not None else _env_number(WINDOW_VAR, 10.0) + _SLACK_S
-    reply = _ask(addr, secret, worker, epoch(), wait_s)
-    if not reply.get("ok"):
-        raise MembershipError(str(reply.get("error", "the launcher refused this process")))
-    rank, size, new_addr = reply.get("rank"), reply.get("size"), reply.get("addr")
-    new_epoch = reply.get("epoch")
-    if not (
-        isinstance(rank, int)
-        and isinstance(size, int)
-        and isinstance(new_addr, str)
-        and isinstance(new_epoch, int)
-    ):
-        raise MembershipError(f"the launcher's reply is malformed: {reply!r}")
     # The job as pytfcomm-run would have started it: init() reads these as usual.
-    os.environ.update(
-        PYTFCOMM_RANK=str(rank),
-        PYTFCOMM_SIZE=str(size),
-        PYTFCOMM_ADDR=new_addr,
-        PYTFCOMM_LOCAL_RANK=str(rank),
-        PYTFCOMM_LOCAL_SIZE=str(size),
-        HOROVOD_RANK=str(rank),
-        HOROVOD_SIZE=str(size),
-        HOROVOD_LOCAL_RANK=str(rank),
-        HOROVOD_LOCAL_SIZE=str(size),
-        HOROVOD_CROSS_RANK="0",
-        HOROVOD_CROSS_SIZE="1",
-    )
-    os.environ[EPOCH_VAR] = str(new_epoch)
+    _client.take(_ask(addr, secret, worker, epoch(), wait_s))
     return _init.init(
         secret=secret,
         transport=join.get("transport") or None,

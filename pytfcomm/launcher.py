@@ -12,7 +12,9 @@ secret PYTFCOMM_SECRET; its output lines are prefixed with ``[rank] ``. When a r
 the others are stopped and the launcher exits with that rank's code, or with
 ``--restarts N`` starts every rank again, up to N times (``PYTFCOMM_RESTART_COUNT`` tells
 the ranks which run they are in). With ``--elastic`` the others go on in place instead,
-as long as ``--min-np`` of them are left (``_launch/membership.py``, docs/elastic.md).
+as long as ``--min-np`` of them are left (``_launch/membership.py``, docs/elastic.md),
+and with ``--host-discovery-script`` new ranks join at commit points
+(``_launch/discovery.py``).
 ``--gpus-per-rank N`` sets each rank's CUDA_VISIBLE_DEVICES to its N GPUs
 (``_launch/gpus.py``). Local ranks are bound to their share of this machine's cores
 unless ``--bind-to none`` (``_launch/binding.py``).
@@ -31,11 +33,12 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ._cluster import parse_addr
-from ._elastic_wire import ADDR_VAR, ID_VAR, WINDOW_VAR
+from ._elastic_wire import ADDR_VAR, GROW_VAR, ID_VAR, JOINER_VAR, WINDOW_VAR
 from ._launch.binding import BIND_CHOICES, cpu_list, local_bindings
+from ._launch.discovery import PERIOD_S, SCRIPT_TIMEOUT_S, HostDiscovery
 from ._launch.gpus import GPUS_PER_RANK_VAR, assign_gpus, visible_gpus
 from ._launch.hosts import (
     Host,
@@ -240,6 +243,22 @@ def build_parser() -> argparse.ArgumentParser:
         "in after a loss before it leaves out those that did not (default 10)",
     )
     p.add_argument(
+        "--max-np",
+        type=_positive_int,
+        metavar="B",
+        help="with --elastic and --host-discovery-script: the most ranks the job grows to",
+    )
+    p.add_argument(
+        "--host-discovery-script",
+        metavar="PATH",
+        help="with --elastic and --max-np: an executable printing 'host:slots' (or 'host', "
+        f"1 slot) lines, run every {PERIOD_S:g} s (at most {SCRIPT_TIMEOUT_S:g} s each); "
+        "while this machine's slots (capped by --max-np) exceed the running ranks, new "
+        "ranks start and join at the next commit point (pytfcomm.elastic.hosts_updated, "
+        "hvd.elastic). Other hosts' slots are left out with a warning; -np defaults to "
+        "--min-np (docs/elastic.md)",
+    )
+    p.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -278,11 +297,52 @@ def _gpu_envs(
     return [{"CUDA_VISIBLE_DEVICES": g, GPUS_PER_RANK_VAR: per_rank} for g in lists]
 
 
+def _check_grow(args: argparse.Namespace, started: int) -> str | None:
+    """``--max-np`` and ``--host-discovery-script``, checked (UsageError); the script's
+    absolute path, or None when the job does not grow."""
+    script, max_np = getattr(args, "host_discovery_script", None), getattr(args, "max_np", None)
+    if script is None and max_np is None:
+        return None
+    if not getattr(args, "elastic", False):
+        raise UsageError(f"{'--max-np' if script is None else '--host-discovery-script'} "
+                         "needs --elastic.")  # fmt: skip
+    if script is None:
+        raise UsageError(
+            "--max-np needs --host-discovery-script PATH, which tells the launcher when "
+            "to add ranks (docs/elastic.md)."
+        )
+    if max_np is None:
+        raise UsageError("--host-discovery-script needs --max-np B, the most ranks to grow to.")
+    min_np = args.min_np or 1
+    if max_np < min_np:
+        raise UsageError(f"--max-np {max_np} is less than --min-np {min_np}.")
+    if max_np < started:
+        raise UsageError(f"--max-np {max_np} is less than the {started} rank(s) started (-np).")
+    path = os.path.abspath(script)
+    if not os.path.isfile(path):
+        raise UsageError(f"--host-discovery-script {script!r}: no such file.")
+    if not os.access(path, os.X_OK):
+        raise UsageError(
+            f"--host-discovery-script {script!r} is not executable: chmod +x it (it "
+            "prints 'host:slots' lines)."
+        )
+    if args.gpus_per_rank is not None:
+        raise UsageError("--host-discovery-script: joiners get no GPUs; leave out --gpus-per-rank.")
+    return path
+
+
 def _membership(
-    args: argparse.Namespace, placements: list[Placement], addr: str, secret: str, attempt: int
+    args: argparse.Namespace,
+    placements: list[Placement],
+    addr: str,
+    secret: str,
+    attempt: int,
+    make_joiner: Callable[[int], RankSpec],
 ) -> dict[str, str]:
     """With ``--elastic``: start run ``attempt``'s membership service (closing the last
-    run's); the variables every rank gets for it. Nothing without ``--elastic``."""
+    run's) and, with ``--host-discovery-script``, the discovery (once); the variables
+    every rank gets for it. Nothing without ``--elastic``."""
+    script = _check_grow(args, len(placements))
     if not getattr(args, "elastic", False):
         if getattr(args, "min_np", None) is not None:
             raise UsageError("--min-np needs --elastic.")
@@ -297,6 +357,9 @@ def _membership(
         raise UsageError(f"--min-np {min_np} is more than the {len(placements)} rank(s) started.")
     for old in args.memberships.values():
         old.close()
+    if script is not None and args.discovery is None:
+        args.discovery = HostDiscovery(script, max_np=args.max_np, say=args.say)
+        args.discovery.start()
     host, _ = parse_addr(addr)
     service = MembershipService(
         host,
@@ -305,9 +368,13 @@ def _membership(
         min_np=min_np,
         window=args.elastic_window,
         say=args.say,
+        grow=args.discovery,
+        make_joiner=make_joiner,
+        max_np=args.max_np or 0,
     )
     args.memberships[attempt] = service
-    return {ADDR_VAR: service.addr, WINDOW_VAR: f"{args.elastic_window:g}"}
+    grow = {GROW_VAR: "1"} if args.discovery is not None else {}
+    return {ADDR_VAR: service.addr, WINDOW_VAR: f"{args.elastic_window:g}", **grow}
 
 
 def _rank_specs(
@@ -328,10 +395,17 @@ def _rank_specs(
     local_hp = malloc_hugepages({**os.environ, **exported}) if hugepages else {}
     remote_hp = malloc_hugepages(exported) if hugepages else {}
     gpu_envs = _gpu_envs(args, placements, exported)
-    runs.update(_membership(args, placements, plan.addr, secret, attempt))
+    base = {**local_env(os.environ), **exported}
+
+    def make_joiner(worker: int) -> RankSpec:
+        """A rank started to join the running job (``_launch/membership.py``): no rank,
+        size or address of its own until it is admitted; not bound to cores."""
+        joiner = {JOINER_VAR: "1", ID_VAR: str(worker), "PYTFCOMM_SECRET": secret}
+        return RankSpec(worker, "localhost", command, {**base, **runs, **local_hp, **joiner})
+
+    runs.update(_membership(args, placements, plan.addr, secret, attempt, make_joiner))
     local_size = next((p.local_size for p in placements if p.host.local), 0)
     cpus = local_bindings(local_size) if args.bind_to == "core" and local_size else []
-    base = {**local_env(os.environ), **exported}
     passthrough = {**remote_passthrough(os.environ), **exported}
     specs = []
     for p, rank_env, gpu_env in zip(plan.placements, plan.envs, gpu_envs, strict=True):
@@ -358,6 +432,8 @@ def _rank_specs(
 
 def _drop_elastic_dir(args: argparse.Namespace) -> None:
     """The launcher's leftovers: its hvd.elastic directory and membership services."""
+    if getattr(args, "discovery", None) is not None:
+        args.discovery.close()
     for service in getattr(args, "memberships", {}).values():
         service.close()
     if args.elastic_dir and args.own_elastic_dir:
@@ -381,6 +457,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args.say = say
     args.memberships = {}
+    args.discovery = None
+    grows = args.elastic and args.host_discovery_script is not None
+    if grows and args.np is None and args.hosts is None and args.hostfile is None:
+        args.np = args.min_np or 1  # as horovodrun: an elastic job starts with --min-np
 
     def specs_for(attempt: int) -> list[RankSpec]:
         specs, summary = _rank_specs(args, command, attempt)

@@ -14,6 +14,20 @@ is refused with a message saying so; it is never re-admitted.
 When fewer than ``--min-np`` would be left, the round fails: every waiting rank gets an
 error, exits, and the launcher falls back to ``--restarts`` (stop all, start all again).
 
+Growing (``--host-discovery-script``, :mod:`.discovery`): while the discovered target is
+above the ranks that run (members and joiners not yet admitted), :meth:`joiners` hands
+the launcher new processes to start, with worker ids never used before. A joiner's
+``init()`` checks in (``join``) and waits, bounded by the time it names; while one
+waits, ``poll`` (asked by rank 0 at each commit point, its answer broadcast to every
+rank) says an update is pending, the ranks ask for the next membership (``rejoin``)
+and the round's decision appends every joiner that waits and still runs, in worker-id
+order, after the members. The decision is taken under one lock: a joiner is admitted
+by it or waits for the next one, never half. A joiner that gives up, exits or is killed
+before a decision is left out; one that fails (non-zero exit), before or after its
+admission, stops growth for the rest of this run, so a program that cannot start or
+keeps crashing is not started again and again. Once a member exits 0 the job is
+finishing: no more joiners.
+
 The service listens on the rendezvous host (loopback for a local job), speaks the
 authenticated JSON lines of :mod:`pytfcomm._elastic_wire`, serves each connection on a
 thread of its own with a deadline on every read, and holds at most a bounded number of
@@ -23,22 +37,41 @@ connections at once.
 from __future__ import annotations
 
 import contextlib
+import math
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .._cluster import format_addr
 from .._elastic_wire import VERSION, WireError, read_line, sealed, unseal
 from .ports import free_port
+from .procs import RankSpec
 
 __all__ = ["MembershipService"]
 
 _READ_S = 10.0  # how long a rank gets to send its request once connected
 _SLACK_S = 5.0  # a round's longest wait beyond its window (the launcher's own work)
+_JOIN_MAX_S = 3600.0  # the longest a joiner may ask to wait for its admission
+
+
+class Target(Protocol):
+    """How many ranks the job should have (:class:`.discovery.HostDiscovery`)."""
+
+    def target(self) -> int | None: ...
+
+
+def _seconds(value: object) -> bool:
+    """Whether ``value`` is a finite number of seconds, at least 0 (JSON allows NaN)."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
 
 
 @dataclass
@@ -54,7 +87,10 @@ class MembershipService:
     """The membership of one run of the job, served on ``host`` (see the module doc).
 
     ``workers`` are the ids of the ranks as started (their first ranks); ``alive`` is
-    kept up to date by the launcher through :meth:`exited`.
+    kept up to date by the launcher through :meth:`exited`. With ``grow`` (the
+    discovered target) and ``make_joiner`` (a joiner's :class:`RankSpec` from its worker
+    id), :meth:`joiners` starts new workers while members and joiners are fewer than the
+    target (at most ``max_np``).
     """
 
     def __init__(
@@ -66,6 +102,9 @@ class MembershipService:
         min_np: int,
         window: float,
         say: Callable[[str], None],
+        grow: Target | None = None,
+        make_joiner: Callable[[int], RankSpec] | None = None,
+        max_np: int = 0,
     ) -> None:
         self._host = host
         self._secret = secret
@@ -75,13 +114,21 @@ class MembershipService:
         self._cond = threading.Condition()
         self.epoch = 0
         self.members: list[int] = sorted(workers)
-        self._workers = frozenset(workers)
+        self._started = set(workers)  # every worker id this run started, joiners too
         self._alive = set(workers)
         self._round: _Round | None = None
         self._addr = ""
         self._broken: str | None = None
         self._closed = False
-        self._slots = threading.BoundedSemaphore(4 * len(workers) + 4)
+        self._grow = grow
+        self._make_joiner = make_joiner
+        self._next_id = max(workers, default=-1) + 1
+        self._pending: set[int] = set()  # joiners started, not admitted, running
+        self._ready: set[int] = set()  # of those, the ones waiting in init() to be admitted
+        self._joined: set[int] = set()  # joiners admitted
+        self._no_growth: str | None = None  # why no more joiners start
+        self._max_np = max_np
+        self._slots = threading.BoundedSemaphore(4 * max(len(workers), max_np) + 4)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._sock = socket.socket(family, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -103,6 +150,16 @@ class MembershipService:
         with self._cond:
             self._alive.discard(worker)
             self._cond.notify_all()
+            if worker in self._pending:  # a joiner that was never admitted
+                self._pending.discard(worker)
+                self._ready.discard(worker)
+                if status != 0:
+                    self._stop_growing(f"joiner {worker} exited ({status}) before its admission")
+                return True
+            if status == 0 and worker in self.members:
+                self._stop_growing(None)  # the job is finishing
+            elif worker in self._joined:
+                self._stop_growing(f"rank started as joiner {worker} was lost ({status})")
             if status == 0 or worker not in self.members:
                 return True
             left = [w for w in self.members if w in self._alive]
@@ -119,6 +176,38 @@ class MembershipService:
         with self._cond:
             return worker in self.members
 
+    def joiners(self) -> list[RankSpec]:
+        """The joiners to start now: as many as the target is above the ranks that run
+        (members and joiners not admitted yet), each with a worker id never used."""
+        if self._grow is None or self._make_joiner is None:
+            return []
+        target = self._grow.target()
+        if target is not None and self._max_np > 0:
+            target = min(target, self._max_np)
+        with self._cond:
+            if target is None or self._no_growth is not None or self._broken is not None:
+                return []
+            running = sum(1 for w in self.members if w in self._alive) + len(self._pending)
+            if target <= running:
+                return []
+            ids = list(range(self._next_id, self._next_id + target - running))
+            self._next_id += len(ids)
+            self._started.update(ids)
+            self._alive.update(ids)
+            self._pending.update(ids)
+        self._say(
+            f"elastic: {running} rank(s) run, the target is {target}: starting joiner(s) "
+            f"{', '.join(map(str, ids))}; they join at the next commit point"
+        )
+        return [self._make_joiner(w) for w in ids]
+
+    def _stop_growing(self, why: str | None) -> None:
+        """No more joiners this run (the lock is held); ``why`` is said, None is not."""
+        if self._no_growth is None and self._grow is not None:
+            self._no_growth = why or "the job is finishing"
+            if why is not None and not self._closed:
+                self._say(f"elastic: {why}: no more joiners start in this run")
+
     def close(self) -> None:
         """Stop serving; waiting ranks get an error."""
         with self._cond:
@@ -134,6 +223,7 @@ class MembershipService:
         """Close ``rnd`` (the lock is held): the next membership, or a broken job."""
         new = [w for w in self.members if w in rnd.checked and w in self._alive]
         lost = [w for w in self.members if w not in new]
+        joined = sorted(w for w in self._ready if w in self._alive)
         self._round = None
         if len(new) < self._min_np:
             self._broken = (
@@ -143,11 +233,16 @@ class MembershipService:
             self._say(f"elastic: {self._broken}; the job cannot go on in place")
         else:
             self.epoch += 1
-            self.members = new
+            self.members = new + joined
+            self._ready.difference_update(joined)
+            self._pending.difference_update(joined)
+            self._joined.update(joined)
             self._addr = format_addr(self._host, free_port(self._host))
             self._say(
-                f"elastic: epoch {self.epoch}: {len(new)} rank(s) go on (started as "
-                f"{', '.join(map(str, new))}); lost: {', '.join(map(str, lost)) or 'none'}"
+                f"elastic: epoch {self.epoch}: {len(self.members)} rank(s) go on (started as "
+                f"{', '.join(map(str, self.members))}); lost: "
+                f"{', '.join(map(str, lost)) or 'none'}; joined: "
+                f"{', '.join(map(str, joined)) or 'none'}"
             )
         self._cond.notify_all()
 
@@ -179,21 +274,68 @@ class MembershipService:
                 return {"ok": False, "error": f"{broken}.", "lost": False}
             if worker not in self.members:
                 return self._refusal(worker, epoch)
-            return {
-                "ok": True,
-                "epoch": self.epoch,
-                "rank": self.members.index(worker),
-                "size": len(self.members),
-                "addr": self._addr,
-                "members": list(self.members),
-            }
+            return self._membership(worker)
+
+    def _membership(self, worker: int) -> dict[str, Any]:
+        """The current membership as ``worker`` is told it (the lock is held)."""
+        return {
+            "ok": True,
+            "epoch": self.epoch,
+            "rank": self.members.index(worker),
+            "size": len(self.members),
+            "addr": self._addr,
+            "members": list(self.members),
+        }
+
+    def _admit(self, worker: int, wait: float) -> dict[str, Any]:
+        """The reply to joiner ``worker``: the first membership with it, decided within
+        ``wait`` seconds; else it is left out (atomically: never admitted later)."""
+        with self._cond:
+            if self._broken is not None:
+                return {"ok": False, "error": f"{self._broken}.", "lost": False}
+            if worker not in self._pending or worker in self._ready:
+                return self._refusal(worker, -1)
+            self._ready.add(worker)
+            self._cond.notify_all()
+            deadline = time.monotonic() + wait
+            while worker not in self.members:
+                broken = self._why_broken()
+                if broken is not None:
+                    self._ready.discard(worker)
+                    return {"ok": False, "error": f"{broken}.", "lost": False}
+                if worker not in self._ready:  # it exited meanwhile
+                    return {"ok": False, "error": "this joiner exited.", "lost": False}
+                if time.monotonic() >= deadline:
+                    self._ready.discard(worker)
+                    self._pending.discard(worker)
+                    return {
+                        "ok": False,
+                        "lost": False,
+                        "error": (
+                            f"no commit point admitted this joiner (worker {worker}) within "
+                            f"{wait:g} s: the ranks call pytfcomm.elastic.hosts_updated() "
+                            "(hvd: state.commit()) after each commit? Raise "
+                            "PYTFCOMM_CONNECT_TIMEOUT if their steps take longer. It is left "
+                            "out of the job."
+                        ),
+                    }
+                self._cond.wait(timeout=0.1)
+            return self._membership(worker)
+
+    def _poll(self, worker: int, epoch: int) -> dict[str, Any]:
+        """The reply to rank ``worker`` asking at a commit point whether joiners wait."""
+        with self._cond:
+            if worker not in self.members:
+                return self._refusal(worker, epoch)
+            pending = epoch == self.epoch and any(w in self._alive for w in self._ready)
+            return {"ok": True, "pending": pending, "epoch": self.epoch}
 
     def _why_broken(self) -> str | None:
         """Why the job cannot go on in place (other threads set it), or None."""
         return self._broken
 
     def _refusal(self, worker: int, epoch: int) -> dict[str, Any]:
-        if epoch > self.epoch or worker not in self._workers:
+        if epoch > self.epoch or worker not in self._started:
             return {
                 "ok": False,
                 "lost": True,
@@ -201,8 +343,17 @@ class MembershipService:
                     f"this process (started as rank {worker}, membership epoch {epoch}) "
                     f"is not one this run of the job started (it is at epoch {self.epoch}, "
                     "ranks started as "
-                    f"{', '.join(map(str, sorted(self._workers)))}): a stale "
+                    f"{', '.join(map(str, sorted(self._started)))}): a stale "
                     "PYTFCOMM_ELASTIC_* variable, or another job's process. It is refused."
+                ),
+            }
+        if epoch < 0:  # a join request
+            return {
+                "ok": False,
+                "lost": True,
+                "error": (
+                    f"worker {worker} is no joiner waiting for its admission (admitted, "
+                    "left out, or asking twice). It is refused."
                 ),
             }
         return {
@@ -238,17 +389,28 @@ class MembershipService:
                 conn.sendall(f'{{"v": {VERSION}, "nonce": "{nonce}"}}\n'.encode())
                 line = read_line(conn, time.monotonic() + _READ_S)
                 body = unseal(self._secret, "req", nonce, line)
-                worker, epoch, cnonce = body.get("id"), body.get("epoch"), body.get("nonce")
+                op, worker, epoch = body.get("op"), body.get("id"), body.get("epoch")
+                cnonce, wait = body.get("nonce"), body.get("wait")
                 if (
-                    body.get("op") != "rejoin"
+                    op not in ("rejoin", "join", "poll")
+                    or isinstance(worker, bool)
                     or not isinstance(worker, int)
+                    or isinstance(epoch, bool)
                     or not isinstance(epoch, int)
                     or not isinstance(cnonce, str)
+                    or (op == "join" and not _seconds(wait))
                 ):
-                    raise WireError("not a rejoin request")
-                reply = self._answer(worker, epoch)
+                    raise WireError("not a membership request")
+                if op == "rejoin":
+                    reply = self._answer(worker, epoch)
+                elif op == "join":
+                    assert isinstance(wait, (int, float))
+                    reply = self._admit(worker, min(float(wait), _JOIN_MAX_S))
+                else:
+                    reply = self._poll(worker, epoch)
                 if not reply["ok"]:
-                    self._say(f"elastic: refused rank started as {worker}: {reply['error']}")
+                    who = f"rank started as {worker}" if op == "rejoin" else f"{op} of {worker}"
+                    self._say(f"elastic: refused {who}: {reply['error']}")
                 conn.sendall(sealed(self._secret, "rep", cnonce, reply))
         except (OSError, WireError) as exc:
             self._say(f"elastic: dropped a connection to the membership service: {exc}")

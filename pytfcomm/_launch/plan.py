@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .._cluster import format_addr
-from .._elastic_wire import ADDR_VAR, EPOCH_VAR, ID_VAR, WINDOW_VAR
+from .._elastic_wire import ADDR_VAR, EPOCH_VAR, GROW_VAR, ID_VAR, JOINER_VAR, WINDOW_VAR
 from .._secret import MIN_SECRET, check_secret
 from .gpus import GPUS_PER_RANK_VAR
 from .hosts import Placement, UsageError
@@ -46,7 +46,9 @@ RANK_VARS = (
     GPUS_PER_RANK_VAR,
     ADDR_VAR,
     EPOCH_VAR,
+    GROW_VAR,
     ID_VAR,
+    JOINER_VAR,
     WINDOW_VAR,
     *(
         f"HOROVOD_{n}"

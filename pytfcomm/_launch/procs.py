@@ -112,6 +112,8 @@ class Membership(Protocol):
 
     def is_member(self, worker: int) -> bool: ...
 
+    def joiners(self) -> Sequence[RankSpec]: ...
+
 
 @dataclass
 class RankSpec:
@@ -324,6 +326,8 @@ class Job:
                         f"{alive} rank(s)"
                     )
                     self._stop_all(signal.SIGTERM)
+            if result is None and not self._signals:
+                self._start_joiners()
             if all(r.status is not None for r in self._ranks):
                 break
             if result is None:
@@ -352,6 +356,18 @@ class Job:
                 f"{describe(r.status)}{self._hint(r)}; the job goes on without it (--elastic)"
             )
         return True
+
+    def _start_joiners(self) -> None:
+        """With ``--elastic --host-discovery-script``: start the joiners the membership
+        wants (they join at the ranks' next commit point)."""
+        if self._membership is None:
+            return
+        for spec in self._membership.joiners():
+            try:
+                self._ranks.append(self._spawn(spec))
+            except OSError as exc:
+                self._say(f"cannot start joiner {spec.rank} ({spec.argv[0]!r}): {exc}")
+                self._membership.exited(spec.rank, 127)
 
     def _stop_dropped(self) -> None:
         """With ``--elastic``: once no member runs, stop the ranks dropped from the job."""

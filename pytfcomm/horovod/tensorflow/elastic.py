@@ -8,7 +8,12 @@ does the same when hosts are removed: on :class:`~pytfcomm.PeerLostError`
 (``HorovodInternalError`` here) it restores the last commit in memory, re-forms
 the communicator among the survivors (:func:`pytfcomm.elastic.reform`), runs the
 reset callbacks, syncs from the new rank 0 and calls ``func`` again, in the same
-process (docs/elastic.md). Otherwise the launcher recovers by restarting *every*
+process (docs/elastic.md). When workers wait to join (``--host-discovery-script``),
+``state.commit()`` raises :class:`HostsUpdatedInterrupt` on every rank at the same
+commit (``check_host_updates``: rank 0's answer, broadcast); ``run`` then re-forms
+with the joiners, without a restore, and goes on the same way; a joiner's
+``hvd.init()`` waits for that commit and its ``run`` starts with the sync, so it
+gets rank 0's state. Otherwise the launcher recovers by restarting *every*
 rank (``pytfcomm-run --restarts N``), and this module gives Horovod's API that
 meaning:
 
@@ -22,12 +27,10 @@ meaning:
   (after a restart: rank 0 reads it back; then ``state.sync()`` gives every rank
   rank 0's), and lets errors propagate: a lost peer fails every rank, the
   launcher restarts the job, and ``run`` resumes from the commit;
-* ``check_host_updates()`` never interrupts (no hosts come or go), and reset
-  callbacks run after a restart, before ``func``.
+* reset callbacks run after a restart, before ``func``.
 
 What is lost to a failure is what happened since the last commit, as in
-Horovod. Not supported: adding hosts while the job runs (``--max-np`` and host
-discovery in ``horovodrun``).
+Horovod.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from .functions import broadcast_object, broadcast_variables
 
 __all__ = [
     "HorovodInternalError",
+    "HostsUpdatedInterrupt",
     "ObjectState",
     "State",
     "TensorFlowKerasState",
@@ -60,6 +64,18 @@ __all__ = [
 
 #: Horovod's recoverable error: pytfcomm's is :class:`~pytfcomm.PeerLostError` (one class).
 HorovodInternalError = PeerLostError
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """Horovod's interrupt: workers wait to join, raised by ``state.commit()``
+    (:meth:`State.check_host_updates`) on every rank at the same commit;
+    ``hvd.elastic.run`` catches it and re-forms the job with them. ``skip_sync``: the
+    re-formed ranks need no ``state.sync()`` (False here: joiners need rank 0's state)."""
+
+    def __init__(self, skip_sync: bool = False) -> None:
+        super().__init__("workers wait to join the job: re-form at this commit")
+        self.skip_sync = skip_sync
+
 
 ELASTIC_DIR_VAR = "PYTFCOMM_ELASTIC_DIR"
 _DIR_FIX = (
@@ -108,8 +124,12 @@ class State:
         self.check_host_updates()
 
     def check_host_updates(self) -> None:
-        """Horovod raises HostsUpdatedInterrupt here when hosts change; pytfcomm jobs keep
-        their hosts, so this never interrupts."""
+        """Raise :class:`HostsUpdatedInterrupt` when workers wait to join
+        (:func:`pytfcomm.elastic.hosts_updated`: rank 0 asks the launcher and every rank
+        gets its answer, so all raise at the same commit). Never under a job that
+        cannot grow (no ``pytfcomm-run --elastic --host-discovery-script``)."""
+        if _elastic.hosts_updated():
+            raise HostsUpdatedInterrupt(skip_sync=False)
 
     def save(self) -> None:
         raise NotImplementedError()
@@ -362,7 +382,9 @@ def run(func: Callable[..., Any]) -> Callable[..., Any]:
     ``func`` runs. Under ``pytfcomm-run --elastic``, a :class:`~pytfcomm.PeerLostError`
     (or another error of the failed job: :func:`pytfcomm.elastic.recoverable`)
     in ``func`` restores the last commit, re-forms the job among the survivors, runs
-    the reset callbacks and ``sync()``, and calls ``func`` again, in this process.
+    the reset callbacks and ``sync()``, and calls ``func`` again, in this process;
+    a :class:`HostsUpdatedInterrupt` (workers wait to join) does the same without the
+    restore (the state was just committed), the joiners included.
     Otherwise errors (a lost peer) propagate: the launcher restarts the job.
     """
     if not callable(func):
@@ -374,14 +396,19 @@ def run(func: Callable[..., Any]) -> Callable[..., Any]:
         if restarted():
             state._resume()
             state.on_reset()
+        skip_sync = False
         while True:
             try:
-                state.sync()
+                if not skip_sync:
+                    state.sync()
                 return func(state, *args, **kwargs)
+            except HostsUpdatedInterrupt as exc:
+                skip_sync = exc.skip_sync  # no restore: the state was just committed
             except Exception as exc:
                 if not (_elastic.enabled() and _elastic.recoverable(exc)):
                     raise
-            state.restore()
+                state.restore()
+                skip_sync = False
             _reform()
             state.on_reset()
 

@@ -92,15 +92,18 @@ def test_survivors_of_a_sigkill_go_on_in_place(tmp_path: Path, transport: str) -
     del out
 
 
-def test_two_losses_one_after_another(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_two_losses_one_after_another(tmp_path: Path, transport: str) -> None:
     # 4 ranks: worker 3 is killed at step AT, worker 2 two steps later; 0 and 1 go on.
-    env = _env(PYTFCOMM_TRANSPORT="tcp")
+    env = _env(PYTFCOMM_TRANSPORT=transport)
     args = ("-np", "4", "--elastic", "--min-np", "2", "--bind-to", "none")
+    t_kill = []
     with started(*args, PY, WORKER, "kill2", str(tmp_path), str(STEPS), str(AT),
                  cwd=tmp_path, env=env) as proc:  # fmt: skip
         for name in ("victim", "victim2"):
             wait_files([tmp_path / name], timeout=90)
             time.sleep(0.2)  # the others are in the step's all-reduce
+            t_kill.append(time.time())
             os.kill(int((tmp_path / name).read_text()), signal.SIGKILL)
         _, err = proc.communicate(timeout=120)
     text = err.decode(errors="replace")
@@ -113,6 +116,11 @@ def test_two_losses_one_after_another(tmp_path: Path) -> None:
         assert _starts(tmp_path, i) == [res["pid"]] and res["epoch"] == 2
         assert res["seen"] == [[i, 4]] * AT + [[i, 3]] * 2 + [[i, 2]] * (STEPS - AT - 2)
         assert res["w"] == [x.hex() for x in want]
+        t = res["times"]  # of the first loss: 4 ranks -> 3
+        print(
+            f"{transport} 4 ranks, rank {i}: SIGKILL -> error {t['error'] - t_kill[0]:.3f} s, "
+            f"-> next step done {t['next_step'] - t_kill[0]:.3f} s"
+        )
 
 
 def test_a_rank_declared_lost_that_comes_back_is_refused(tmp_path: Path) -> None:

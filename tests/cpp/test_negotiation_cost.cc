@@ -55,7 +55,11 @@ PerCall steady_state(int size, bool by_slot) {
 }
 
 TEST(NegotiationCost, SteadyStateBytesPerStepAreConstantInRanksWithTheCache) {
+#ifdef PYTFCOMM_SANITIZED
+  const std::vector<int> sizes = {16, 64};  // 256 threads under ASan: a minute for no new path
+#else
   const std::vector<int> sizes = {16, 64, 256};
+#endif
   std::vector<PerCall> off, on;
   for (int n : sizes) {
     off.push_back(steady_state(n, false));
@@ -87,9 +91,9 @@ TEST(NegotiationCost, SteadyStateBytesPerStepAreConstantInRanksWithTheCache) {
     EXPECT_EQ(on[i].frame_bytes / on[i].frames, on[0].frame_bytes / on[0].frames) << sizes[i];
     EXPECT_EQ(on[i].frame_bytes_in / on[i].frames, on[0].frame_bytes_in / on[0].frames) << sizes[i];
   }
-  // 256 ranks: 8 steps where 16 take 4, so at most twice the bytes.
-  EXPECT_LE(on[2].frame_bytes_in, 2 * on[0].frame_bytes_in + 64);
-  EXPECT_LE(on[2].frame_bytes, 2 * on[0].frame_bytes + 64);
+  // 256 ranks: 8 steps where 16 take 4, so at most twice the bytes (64: 6 steps).
+  EXPECT_LE(on.back().frame_bytes_in, 2 * on[0].frame_bytes_in + 64);
+  EXPECT_LE(on.back().frame_bytes, 2 * on[0].frame_bytes + 64);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from ._args import connect_wait_s
-from ._cluster import parse_addr
+from ._cluster import format_addr, parse_addr
 from ._elastic_wire import (
     ADDR_VAR,
     EPOCH_VAR,
@@ -92,6 +92,18 @@ def take(reply: dict[str, Any]) -> None:
         HOROVOD_CROSS_SIZE="1",
     )
     os.environ[EPOCH_VAR] = str(new_epoch)
+    if "TF_CONFIG" in os.environ:
+        os.environ["TF_CONFIG"] = _tf_config(rank, size, new_addr)
+
+
+def _tf_config(rank: int, size: int, addr: str) -> str:
+    """TF_CONFIG for rank ``rank`` of ``size``, as pytfcomm-run writes it (a worker list,
+    task = the rank), so that a ``pytfcomm.MultiWorkerMirroredStrategy`` made after a
+    re-forming sees the new job. Every rank runs on the launcher's machine (``addr``'s
+    host); port 0 says that no TF server listens (pytfcomm's strategy starts none)."""
+    worker = format_addr(parse_addr(addr, what=ADDR_VAR)[0], 0)
+    config = {"cluster": {"worker": [worker] * size}, "task": {"type": "worker", "index": rank}}
+    return json.dumps(config, separators=(",", ":"))
 
 
 def admit_joiner(secret: str | None, connect_timeout: float | None) -> None:

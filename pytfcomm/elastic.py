@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -47,9 +48,11 @@ from . import _elastic_client as _client
 from . import _init
 from ._comm import Communicator
 from ._elastic_wire import ADDR_VAR, EPOCH_VAR, GROW_VAR, ID_VAR, WINDOW_VAR
-from .errors import CommError, ConfigError, MembershipError, PeerLostError
+from .errors import CommError, ConfigError, InvalidArgumentError, MembershipError, PeerLostError
 
-__all__ = ["enabled", "epoch", "hosts_updated", "recoverable", "reform"]
+_T = TypeVar("_T")
+
+__all__ = ["broadcast_commit", "enabled", "epoch", "hosts_updated", "recoverable", "reform"]
 
 _SLACK_S = 30.0  # beyond the launcher's window: its own work, a loaded machine
 _POLL_S = 10.0  # hosts_updated(): how long rank 0 waits for the launcher's answer
@@ -203,3 +206,72 @@ def _given(value: object, zero: bool = False) -> float | None:
     if isinstance(value, (int, float)) and (value > 0 or (zero and value == 0)):
         return float(value)
     return None
+
+
+def broadcast_commit(commit: _T, comm: Communicator | None = None) -> _T:
+    """Rank 0's ``commit`` on every rank, in one broadcast: what each rank takes after
+    :func:`reform` (or after :func:`hosts_updated` says True).
+
+    ``commit`` is this rank's last commit: NumPy arrays and Python or NumPy numbers
+    (``bool``, ``int``, ``float``), nested in tuples, lists and dicts (e.g.
+    ``(step, [v.numpy() for v in variables])``). Every rank passes the same structure,
+    shapes and dtypes (a rank whose bytes differ in number raises
+    :class:`~pytfcomm.MismatchError`, on every rank); each gets a new structure of the
+    same kind with rank 0's values (arrays are new arrays, numbers keep their type).
+    ``comm``: the job's communicator (default: the one :func:`reform` returned).
+    """
+    comm = comm if comm is not None else _init.default_communicator()
+    if comm is None:
+        raise MembershipError(
+            "broadcast_commit() needs the job's communicator: call pytfcomm.init() or "
+            "pytfcomm.elastic.reform() first"
+        )
+    leaves: list[np.ndarray] = []
+    _flatten(commit, leaves)
+    parts: list[np.ndarray] = [leaf.reshape(-1).view(np.uint8) for leaf in leaves]
+    buf = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+    got = comm.broadcast(buf, root=0, name="elastic.commit")
+    it = iter(leaves)
+    offset = [0]
+
+    def take(like: np.ndarray) -> np.ndarray:
+        n = like.nbytes
+        out = got[offset[0] : offset[0] + n].view(like.dtype).reshape(like.shape).copy()
+        offset[0] += n
+        return out
+
+    return _unflatten(commit, it, take)
+
+
+def _flatten(value: Any, out: list[np.ndarray]) -> None:
+    if isinstance(value, dict):
+        for key in value:
+            _flatten(value[key], out)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _flatten(item, out)
+    elif isinstance(value, (np.ndarray, np.generic, bool, int, float)) and not (
+        np.asarray(value).dtype.hasobject
+    ):
+        out.append(np.asarray(value, order="C"))  # 0-d stays 0-d
+    else:
+        raise InvalidArgumentError(
+            "broadcast_commit() takes NumPy arrays and numbers nested in tuples, lists and "
+            f"dicts; got a {type(value).__name__} (convert tensors with .numpy() first)"
+        )
+
+
+def _unflatten(value: Any, leaves: Any, take: Any) -> Any:
+    if isinstance(value, dict):
+        return type(value)((k, _unflatten(v, leaves, take)) for k, v in value.items())
+    if isinstance(value, (tuple, list)):
+        items = [_unflatten(v, leaves, take) for v in value]
+        if hasattr(value, "_fields"):  # a namedtuple
+            return type(value)(*items)
+        return type(value)(items)
+    got = take(next(leaves))
+    if isinstance(value, np.ndarray):
+        return got
+    if isinstance(value, np.generic):
+        return got[()]
+    return type(value)(got[()])

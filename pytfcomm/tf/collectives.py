@@ -15,12 +15,14 @@ replicas on distinct GPUs runs as one op per GPU, reduced together by NCCL
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
 
 from .._dtypes import OPS
+from .._elastic_wire import EPOCH_VAR
 from ..errors import CommClosedError, InvalidArgumentError
 from . import _gpu, _ops
 from ._ordering import ordered
@@ -106,9 +108,25 @@ def closed_error(comm: Any) -> CommClosedError:
         # at once, before anything is sent.
         comm.barrier(timeout=1.0)
     except CommClosedError as exc:
-        return CommClosedError(f"pytfcomm TF ops: {exc}")
+        return CommClosedError(f"pytfcomm TF ops: {exc}{_replaced(comm)}")
     return CommClosedError(  # not reached: the communicator was closed
         "pytfcomm TF ops: this communicator is closed; create a new one with pytfcomm.init()"
+        + _replaced(comm)
+    )
+
+
+def _replaced(comm: Any) -> str:
+    """What to say when ``comm`` is an elastic job's communicator from before a re-forming."""
+    from .. import communicator as comm_module
+
+    now = comm_module.last_communicator()
+    if now is None or now is comm or now.closed or os.environ.get(EPOCH_VAR, "0") in ("", "0"):
+        return ""
+    return (
+        f" [this communicator (rank {comm.rank} of {comm.size}) was replaced by "
+        f"pytfcomm.elastic.reform() (now rank {now.rank} of {now.size}): a strategy, "
+        "CrossDeviceOps or tf.function made before reform() still uses it; make them "
+        "again after reform() (docs/elastic.md)]"
     )
 
 

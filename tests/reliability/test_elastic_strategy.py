@@ -56,12 +56,12 @@ def _reference_from(w, b, mw, mb, lr, momentum, batch) -> list[np.ndarray]:
     return [w.ravel(), b.ravel(), mw.ravel(), mb.ravel()]
 
 
-@pytest.fixture(scope="module")
-def job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
-    out = tmp_path_factory.mktemp("elastic_strategy")
+def _run_job(out: Path, mode: str) -> float:
+    """Runs the job in ``mode`` (loop or fit) into ``out``; returns the time of the kill."""
     env = _env(PYTFCOMM_TRANSPORT="tcp", TF_CPP_MIN_LOG_LEVEL="2")
     args = ("-np", "3", "--elastic", "--min-np", "2", "--bind-to", "none")
-    with started(*args, PY, WORKER, str(out), str(STEPS), str(AT), cwd=out, env=env) as proc:
+    worker = (PY, WORKER, str(out), str(STEPS), str(AT), mode)
+    with started(*args, *worker, cwd=out, env=env) as proc:
         wait_files([out / "victim"], timeout=120)
         victim = int((out / "victim").read_text())
         time.sleep(0.3)  # the survivors wait in step AT's collectives
@@ -73,7 +73,13 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
     assert "the job goes on without it (--elastic)" in text, text[-3000:]
     assert "epoch 1: 2 rank(s) go on" in text and "restarting" not in text, text[-3000:]
     assert not (out / "result2.json").exists()
-    return out, t_kill
+    return t_kill
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    out = tmp_path_factory.mktemp("elastic_strategy")
+    return out, _run_job(out, "loop")
 
 
 def _result(out: Path, worker: int) -> dict:
@@ -81,7 +87,16 @@ def _result(out: Path, worker: int) -> dict:
 
 
 def test_survivors_rebuild_the_strategy_in_place(job: tuple[Path, float]) -> None:
-    out, t_kill = job
+    _check_survivors(*job, "strategy")
+
+
+def test_keras_fit_per_epoch_recovers_in_place(tmp_path: Path) -> None:
+    # docs/elastic.md's fit recipe: one fit(epochs=1) per step, a new strategy, model and
+    # compile after reform(), rank 0's commit loaded; the same reference as the loop.
+    _check_survivors(tmp_path, _run_job(tmp_path, "fit"), "fit")
+
+
+def _check_survivors(out: Path, t_kill: float, what: str) -> None:
     want = _reference()
     results = [_result(out, i) for i in (0, 1)]
     for i, res in enumerate(results):
@@ -97,7 +112,7 @@ def test_survivors_rebuild_the_strategy_in_place(job: tuple[Path, float]) -> Non
             np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
         t = res["times"]
         print(
-            f"strategy rank {i}: SIGKILL -> error {t['error'] - t_kill:.3f} s "
+            f"{what} rank {i}: SIGKILL -> error {t['error'] - t_kill:.3f} s "
             f"({t['error_type']}), -> new strategy and commit {t['reformed'] - t_kill:.3f} s, "
             f"-> next step done {t['next_step'] - t_kill:.3f} s"
         )

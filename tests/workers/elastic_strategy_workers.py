@@ -1,6 +1,6 @@
 """A rank program for tests/reliability/test_elastic_strategy.py (``pytfcomm-run --elastic``).
 
-``elastic_strategy_workers.py OUTDIR STEPS AT``. A custom training loop under
+``elastic_strategy_workers.py OUTDIR STEPS AT [loop|fit]``. A custom training loop under
 ``pytfcomm.MultiWorkerMirroredStrategy``: a Keras 3 linear model (``Dense(1)``) trained by
 SGD with momentum on a mean-squared error, one tf.function train step run by
 ``strategy.run``. Every step is one global batch of ``GLOBAL`` fixed examples
@@ -16,6 +16,10 @@ and optimizer under its scope, rank 0's commit loaded into them
 (:func:`pytfcomm.elastic.broadcast_commit`), a new train step and a dataset sharded
 for the new size. Then they call the OLD strategy's train step once and record what
 it raises (it must fail clearly, not hang or reduce over the old membership).
+
+With ``fit``, each step is instead one Keras ``fit(epochs=1)`` on that step's global
+batch (the per-epoch recipe of docs/elastic.md): the model is compiled with a
+mean-squared error and the same optimizer, and recovery builds and compiles anew.
 
 Each process start appends a line to OUTDIR/starts<i>.jsonl (``i``: the worker id, the
 rank it was started as); survivors write OUTDIR/result<i>.json: pid, the (rank, size)
@@ -57,15 +61,27 @@ def batch(step: int) -> tuple[np.ndarray, np.ndarray]:
 class Trainer:
     """A strategy, the model and optimizer in its scope, its train step and dataset."""
 
-    def __init__(self, steps: int) -> None:
+    def __init__(self, steps: int, fit: bool = False) -> None:
         self.strategy = pytfcomm.MultiWorkerMirroredStrategy()
         with self.strategy.scope():
             dense = keras.layers.Dense(1, kernel_initializer="zeros")
             self.model = keras.Sequential([keras.Input((4,)), dense])
             self.opt = keras.optimizers.SGD(LR, momentum=MOMENTUM)
+            if fit:  # the mean over the global batch, as the loop's loss
+                self.model.compile(optimizer=self.opt, loss="mse")
             self.opt.build(self.model.trainable_variables)
         self.steps = steps
         self.train_step = self._make_step()
+
+    def fit_step(self, step: int) -> None:
+        """One ``fit`` epoch on ``step``'s global batch, sharded by the strategy."""
+        x, y = batch(step)
+        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL)
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.DATA
+        )
+        self.model.fit(data.with_options(options), epochs=1, verbose=0)
 
     def variables(self) -> list[tf.Variable]:
         return [*self.model.trainable_variables, *self.opt.variables]
@@ -100,12 +116,13 @@ class Trainer:
 
 def main() -> None:
     out, steps, at = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    fit = sys.argv[4:] == ["fit"]
     me = int(os.environ["PYTFCOMM_ELASTIC_ID"])
     victim = me == int(os.environ["PYTFCOMM_SIZE"]) - 1
     with open(out / f"starts{me}.jsonl", "a") as f:
         f.write(json.dumps({"pid": os.getpid()}) + "\n")
     pytfcomm.init()
-    t = Trainer(steps)
+    t = Trainer(steps, fit)
     step = 0
     commit = (step, [v.numpy() for v in t.variables()])
     data = t.dataset(step)
@@ -118,8 +135,11 @@ def main() -> None:
                 (out / "victim").write_text(str(os.getpid()))
                 time.sleep(MAX_WAIT)
                 sys.exit("the test never killed the victim")
-            x, y = next(data)
-            t.train_step(x, y)
+            if fit:
+                t.fit_step(step)
+            else:
+                x, y = next(data)
+                t.train_step(x, y)
             comm = t.strategy.communicator
             seen.append([comm.rank, comm.size])
             step += 1
@@ -132,8 +152,9 @@ def main() -> None:
             times.setdefault("error", time.time())
             times.setdefault("error_type", type(exc).__name__)  # type: ignore[arg-type]
             comm = pytfcomm.elastic.reform()
-            old = old or (t, x, y)
-            t = Trainer(steps)
+            if not fit:
+                old = old or (t, x, y)
+            t = Trainer(steps, fit)
             step, values = pytfcomm.elastic.broadcast_commit(commit)
             for var, value in zip(t.variables(), values, strict=True):
                 var.assign(value)

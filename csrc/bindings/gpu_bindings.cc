@@ -168,6 +168,9 @@ py::dict gpu_info(const std::vector<std::string>& nccl_candidates) {
   if (!ns.loaded) d["nccl_status"] = ns.error;
   if (ns.loaded) {
     d["nccl_revoke"] = gpu::nccl().ncclCommRevoke != nullptr;
+    // How the survivors of a lost rank get NCCL (docs/elastic.md): a new
+    // communicator from a fresh ncclUniqueId; ncclCommShrink is not used.
+    d["nccl_reform"] = "recreate";
     try {
       d["nccl_mode"] = gpu::nccl_blocking() ? "blocking" : "nonblocking";
     } catch (const Error& e) {

@@ -20,6 +20,16 @@ GpuCommunicator::~GpuCommunicator() { close(); }
 void GpuCommunicator::close() {
   std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
+  // After an error (a peer lost: pytfcomm.elastic.reform() closes the old
+  // communicator and makes a new one) NCCL is aborted, never finalized and
+  // destroyed: finalizing flushes work with peers that may be gone (bounded,
+  // but seconds), and NCCL's recovery from an error is ncclCommAbort. A GPU
+  // collective that failed has aborted it already; this covers a host
+  // collective (or another thread) that saw the failure first.
+  if (clique_ && !clique_->failed()) {
+    std::string why = failure_.empty() ? comm_->failure() : failure_;
+    if (!why.empty()) clique_->abort_nccl(str_cat("the communicator failed: ", why));
+  }
   // Order: staging uses the device's context and streams, which the clique owns.
   stager_.reset();
   clique_.reset();

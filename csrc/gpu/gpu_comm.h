@@ -62,7 +62,8 @@ class GpuCommunicator {
   // NCCL calls confirmed by the compact check, and those that took the
   // full round first (gpu/verify_cache.h); both 0 before the first.
   std::pair<uint64_t, uint64_t> verify_stats() const;
-  // Release NCCL, streams and pinned memory (idempotent).
+  // Release NCCL, streams and pinned memory (idempotent). NCCL is aborted
+  // (ncclCommAbort) when the communicator failed, else finalized and destroyed.
   void close();
 
  private:

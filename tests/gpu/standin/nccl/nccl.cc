@@ -52,6 +52,9 @@
 //   PTCSI_NCCL_LAUNCH_WAITS=1           blocking comms only: a launch returns
 //       once every rank launched the same collective (as NCCL's connection
 //       set-up at a peer's first use does), or fails when revoked/aborted.
+//   PTCSI_NCCL_TRACE=<file>             appends a line "<pid> <call> <rank>/<nranks>"
+//       for every communicator's init, finalize, destroy and abort (read at
+//       each call), so that tests can count what was released and how.
 //
 // ncclCommRevoke (NCCL 2.28+) is exported unless built with PTCSI_NO_REVOKE
 // (the CMake target nccl_standin_norevoke: an older NCCL, found by dlsym):
@@ -65,6 +68,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -254,6 +258,20 @@ const char* error_string(ncclResult_t r) {
 
 using namespace ptcsi_nccl;  // NOLINT: the C entry points below
 
+// PTCSI_NCCL_TRACE: one line per call, appended in one write (whole lines
+// from concurrent processes).
+static void trace(const char* call, const Comm& c) {
+  const char* path = std::getenv("PTCSI_NCCL_TRACE");
+  if (path == nullptr || *path == '\0') return;
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  std::string line = std::to_string(getpid()) + " " + call + " " + std::to_string(c.rank) + "/" +
+                     std::to_string(c.nranks) + "\n";
+  ssize_t n = write(fd, line.data(), line.size());
+  (void)n;
+  close(fd);
+}
+
 PTCSI_NCCL_API ncclResult_t ncclGetVersion(int* version) {
   if (version == nullptr) return fail(ncclInvalidArgument, "ncclGetVersion: null version");
   *version = NCCL_VERSION_CODE;
@@ -322,6 +340,7 @@ PTCSI_NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* newcomm, int nran
   }
   c->mark_busy();
   *newcomm = register_comm(c);
+  trace("ncclCommInitRankConfig", *c);
   if (g.depth > 0) {
     g.inits.push_back(c);  // a blocking one is waited for at the outermost ncclGroupEnd
     return blocking ? ncclSuccess : ncclInProgress;
@@ -346,6 +365,7 @@ PTCSI_NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
     return fail(ncclInvalidUsage, "ncclCommFinalize: invalid after ncclCommRevoke");
   }
   c->finalizing.store(true);
+  trace("ncclCommFinalize", *c);
   if (c->blocking) return wait_settled(*c);
   return c->pending.load() > 0 ? ncclInProgress : ncclSuccess;
 }
@@ -355,6 +375,7 @@ static ncclResult_t release_comm(ncclComm_t comm, const char* call) {
   if (c == nullptr) {
     return fail(ncclInvalidArgument, std::string(call) + ": invalid communicator (already freed?)");
   }
+  trace(call, *c);
   c->stop.store(true);  // waiting work sees it within a tick and fails
   c->seg->unlink();     // normally gone already (the last rank to join removed it)
   return ncclSuccess;   // freed when its last queued work item is released

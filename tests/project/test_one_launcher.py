@@ -25,6 +25,7 @@ PY = sys.executable
 ALLOWED = {
     "pytfcomm/_launch/local.py": "the one local-job helper",
     "pytfcomm/_launch/procs.py": "pytfcomm-run's supervisor (pipes, signals, remote ranks)",
+    "pytfcomm/_launch/discovery.py": "runs the host discovery script for its output, not a rank",
     "pytfcomm/tf/_build.py": "compiler processes, not ranks",
     "tests/_warm.py": "starts the zygote that forks warm test ranks",
     "tests/_zygote.py": "the zygote: forks warm test ranks",

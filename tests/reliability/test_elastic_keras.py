@@ -53,6 +53,7 @@ def _reference(members_per_step: list[tuple[int, ...]]) -> np.ndarray:
 
 @pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
 def test_keras_fit_recipe_recovers_in_place(tmp_path: Path, flavour: str) -> None:
+    pytest.importorskip("keras" if flavour == "keras3" else "tf_keras")
     env = _env(PYTFCOMM_TRANSPORT="tcp", TF_USE_LEGACY_KERAS="1" if flavour == "tf_keras" else "0")
     args = (str(tmp_path), str(EPOCHS), str(STEPS), str(KILL_EPOCH), str(KILL_BATCH))
     res = launch("-np", "3", "--elastic", "--min-np", "2", "--bind-to", "none", PY, SCRIPT,

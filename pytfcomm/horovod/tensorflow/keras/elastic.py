@@ -29,7 +29,9 @@ __all__ = [
 
 
 class KerasState(TensorFlowKerasState):
-    """Horovod's ``KerasState``: :class:`TensorFlowKerasState` of a compiled Keras model."""
+    """Horovod's ``KerasState``: :class:`TensorFlowKerasState` of a compiled Keras model
+    (its reset drops the model's compiled functions, so ``fit`` goes on after a
+    re-forming)."""
 
 
 class CommitStateCallback(_Callback):

@@ -63,8 +63,10 @@ def test_keras_state_resumes_at_the_committed_epoch(tmp_path: Path) -> None:
     a, b = _results(tmp_path)
     for o in (a, b):
         assert o["attempt"] == 1 and o["epoch"] == 4
-        # rank 1 died before batch 3 of epoch 2. The last commit (after batch 2) holds
-        # batch 1: CommitStateCallback, listed first, commits before
-        # UpdateBatchStateCallback records the batch (the order of Horovod's examples).
-        assert o["starts"] == [[2, 1]]
+        # rank 1 died before batch 3 of epoch 2: the last commit holds the 3 batches of
+        # epoch 2 done, though CommitStateCallback is listed before
+        # UpdateBatchStateCallback (the order of Horovod's examples)
+        assert o["starts"] == [[2, 3]]
+        # and the resumed epoch ran only its 3 other batches: 4 epochs of 6 in all
+        assert o["iterations"] == 24
     assert a["w"] == b["w"]

@@ -33,8 +33,12 @@ class Crash(keras.callbacks.Callback):
         self.epoch = epoch
 
     def on_batch_begin(self, batch, logs=None):
-        if attempt == 0 and hvd.rank() == 1 and self.epoch == 2 and batch == 3:
-            os._exit(3)
+        if attempt == 0 and self.epoch == 2 and batch == 3:
+            # listed after CommitStateCallback: once both are here, rank 0 has committed
+            # the state after batch 2 (3 batches of epoch 2 done)
+            hvd.allreduce(np.zeros(1, np.float32), name="crash_barrier")
+            if hvd.rank() == 1:
+                os._exit(3)
 
 
 @hvd.elastic.run
@@ -56,6 +60,7 @@ with open(os.path.join(out_dir, f"rank{hvd.rank()}.json"), "w") as f:
             "attempt": attempt,
             "starts": starts,
             "epoch": state.epoch,
+            "iterations": int(model.optimizer.iterations.numpy()),
             "w": [v.numpy().tolist() for v in model.trainable_variables],
         },
         f,

@@ -50,9 +50,7 @@ def make_allreduce_grads_fn(
 ) -> Callable[[Sequence[Any]], list[Any]]:
     """A function ``grads -> reduced grads`` (same order; ``None`` kept)."""
     check_options(op, gradient_predivide_factor, compression)
-    # Horovod: ranks off the process set keep their own gradients.
-    member = _basics.process_set_includes_me(process_set)  # ValueError: not registered
-    comm = mpi_ops._comm(process_set) if member else None
+    _basics.process_set_includes_me(process_set)  # ValueError: not registered
     if op == Average:
         prescale, postscale = 1.0 / gradient_predivide_factor, gradient_predivide_factor
     else:
@@ -60,10 +58,12 @@ def make_allreduce_grads_fn(
 
     def allreduce_grads(grads: Sequence[Any]) -> list[Any]:
         out: list[Any] = list(grads)
-        if not member:
+        # Looked up at each call (each trace): an elastic re-forming replaces the job's
+        # communicator, and an average must divide by the new size.
+        if not _basics.process_set_includes_me(process_set):
             return out  # Horovod: ranks off the process set keep their own gradients
+        n = mpi_ops._comm(process_set).size
         dense_idx, dense, ctxs = [], [], []
-        n = comm.size if comm is not None else 1
         for i, g in enumerate(grads):
             if g is None:
                 continue

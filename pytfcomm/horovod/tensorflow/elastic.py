@@ -250,6 +250,19 @@ class ObjectState(State):
         self._set_attrs()
 
 
+#: The ``tf.function``s a Keras model caches (Keras 3 and tf-keras; ``train_tf_function``:
+#: tf-keras' copy of the traced one).
+_COMPILED_FUNCTIONS = ("train_function", "test_function", "predict_function", "train_tf_function")
+
+
+def drop_compiled_functions(model: Any) -> None:
+    """Forget ``model``'s cached train/test/predict functions; Keras makes them again at
+    the next ``fit``/``evaluate``/``predict`` (as after ``compile``)."""
+    for name in _COMPILED_FUNCTIONS:
+        if getattr(model, name, None) is not None:
+            setattr(model, name, None)
+
+
 def _optimizer_variables(optimizer: Any) -> list[Any]:
     if optimizer is None:
         return []
@@ -329,6 +342,13 @@ class TensorFlowKerasState(_VariablesState):
 
     def _groups(self) -> list[list[Any]]:
         return [list(self.model.variables), _optimizer_variables(self.optimizer)]
+
+    def reset(self) -> None:
+        """Drop the model's compiled train, test and predict functions, so that the next
+        ``fit``/``evaluate``/``predict`` traces them again against the job's current
+        communicator: one traced before a re-forming holds the closed one
+        (``FailedPreconditionError``, "this communicator was closed")."""
+        drop_compiled_functions(self.model)
 
     def _prepare(self, saved: list[list[np.ndarray]]) -> None:
         build = getattr(self.optimizer, "build", None)

@@ -71,25 +71,26 @@ def take(reply: dict[str, Any]) -> None:
         raise MembershipError(str(reply.get("error", "the launcher refused this process")))
     rank, size, new_addr = reply.get("rank"), reply.get("size"), reply.get("addr")
     new_epoch = reply.get("epoch")
+    layout = [reply.get(k) for k in ("local_rank", "local_size", "cross_rank", "cross_size")]
     if not (
-        isinstance(rank, int)
-        and isinstance(size, int)
+        all(isinstance(v, int) and not isinstance(v, bool) for v in [rank, size, new_epoch])
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in layout)
         and isinstance(new_addr, str)
-        and isinstance(new_epoch, int)
     ):
         raise MembershipError(f"the launcher's reply is malformed: {reply!r}")
+    local_rank, local_size, cross_rank, cross_size = (str(v) for v in layout)
     os.environ.update(
         PYTFCOMM_RANK=str(rank),
         PYTFCOMM_SIZE=str(size),
         PYTFCOMM_ADDR=new_addr,
-        PYTFCOMM_LOCAL_RANK=str(rank),
-        PYTFCOMM_LOCAL_SIZE=str(size),
+        PYTFCOMM_LOCAL_RANK=local_rank,
+        PYTFCOMM_LOCAL_SIZE=local_size,
         HOROVOD_RANK=str(rank),
         HOROVOD_SIZE=str(size),
-        HOROVOD_LOCAL_RANK=str(rank),
-        HOROVOD_LOCAL_SIZE=str(size),
-        HOROVOD_CROSS_RANK="0",
-        HOROVOD_CROSS_SIZE="1",
+        HOROVOD_LOCAL_RANK=local_rank,
+        HOROVOD_LOCAL_SIZE=local_size,
+        HOROVOD_CROSS_RANK=cross_rank,
+        HOROVOD_CROSS_SIZE=cross_size,
     )
     os.environ[EPOCH_VAR] = str(new_epoch)
     if "TF_CONFIG" in os.environ:
@@ -99,8 +100,9 @@ def take(reply: dict[str, Any]) -> None:
 def _tf_config(rank: int, size: int, addr: str) -> str:
     """TF_CONFIG for rank ``rank`` of ``size``, as pytfcomm-run writes it (a worker list,
     task = the rank), so that a ``pytfcomm.MultiWorkerMirroredStrategy`` made after a
-    re-forming sees the new job. Every rank runs on the launcher's machine (``addr``'s
-    host); port 0 says that no TF server listens (pytfcomm's strategy starts none)."""
+    re-forming sees the new job's size and this task. Every worker is named by the
+    rendezvous host with port 0: no TF server listens (pytfcomm's strategy starts none,
+    and the communicator finds the hosts itself)."""
     worker = format_addr(parse_addr(addr, what=ADDR_VAR)[0], 0)
     config = {"cluster": {"worker": [worker] * size}, "task": {"type": "worker", "index": rank}}
     return json.dumps(config, separators=(",", ":"))

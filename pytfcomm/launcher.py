@@ -35,7 +35,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 
-from ._cluster import parse_addr
+from ._cluster import format_addr, is_loopback_host
 from ._elastic_wire import ADDR_VAR, GROW_VAR, ID_VAR, JOINER_VAR, WINDOW_VAR
 from ._launch.binding import BIND_CHOICES, cpu_list, local_bindings
 from ._launch.discovery import PERIOD_S, SCRIPT_TIMEOUT_S, HostDiscovery
@@ -52,13 +52,16 @@ from ._launch.hosts import (
 from ._launch.membership import MembershipService
 from ._launch.output import OutputRelay
 from ._launch.plan import (
+    DEFAULT_PORT,
     forwarded_vars,
     job_secret,
+    launcher_host,
     local_env,
     make_plan,
     malloc_hugepages,
     remote_passthrough,
 )
+from ._launch.ports import free_port
 from ._launch.procs import RankSpec
 from ._launch.remote import DEFAULT_SSH, ssh_argv
 from ._launch.restart import run_with_restarts
@@ -226,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="when a rank is lost, the others go on in place with new ranks (pytfcomm.elastic,"
         " hvd.elastic.run) instead of stopping; --restarts is the fallback when fewer than "
-        "--min-np are left. Ranks on this machine only (docs/elastic.md)",
+        "--min-np are left (docs/elastic.md)",
     )
     p.add_argument(
         "--min-np",
@@ -253,10 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="with --elastic and --max-np: an executable printing 'host:slots' (or 'host', "
         f"1 slot) lines, run every {PERIOD_S:g} s (at most {SCRIPT_TIMEOUT_S:g} s each); "
-        "while this machine's slots (capped by --max-np) exceed the running ranks, new "
-        "ranks start and join at the next commit point (pytfcomm.elastic.hosts_updated, "
-        "hvd.elastic). Other hosts' slots are left out with a warning; -np defaults to "
-        "--min-np (docs/elastic.md)",
+        "while the slots (capped by --max-np) exceed the running ranks, new ranks start "
+        "where slots are free (other hosts over ssh) and join at the next commit point "
+        "(pytfcomm.elastic.hosts_updated, hvd.elastic). Other hosts need --bind or a remote "
+        "host in -H; -np defaults to --min-np (docs/elastic.md)",
     )
     p.add_argument(
         "-v",
@@ -334,35 +337,43 @@ def _check_grow(args: argparse.Namespace, started: int) -> str | None:
 def _membership(
     args: argparse.Namespace,
     placements: list[Placement],
-    addr: str,
     secret: str,
     attempt: int,
-    make_joiner: Callable[[int], RankSpec],
+    make_joiner: Callable[[int, Host], RankSpec],
 ) -> dict[str, str]:
     """With ``--elastic``: start run ``attempt``'s membership service (closing the last
     run's) and, with ``--host-discovery-script``, the discovery (once); the variables
-    every rank gets for it. Nothing without ``--elastic``."""
+    every rank gets for it. Nothing without ``--elastic``.
+
+    The service listens on this machine's address as the job's hosts see it (loopback
+    for a local job without ``--bind``); after a re-forming the new rendezvous is a
+    fresh port there when the new rank 0 runs here, else the job's port (``--port``,
+    default 29500) on the new rank 0's host."""
     script = _check_grow(args, len(placements))
     if not getattr(args, "elastic", False):
         if getattr(args, "min_np", None) is not None:
             raise UsageError("--min-np needs --elastic.")
         return {}
-    if any(not p.host.local for p in placements):
-        raise UsageError(
-            "--elastic runs ranks on this machine only so far: leave out -H/--hostfile "
-            "hosts other than this one, or use --restarts (docs/elastic.md)."
-        )
     min_np = args.min_np or 1
     if min_np > len(placements):
         raise UsageError(f"--min-np {min_np} is more than the {len(placements)} rank(s) started.")
     for old in args.memberships.values():
         old.close()
+    here = launcher_host(placements, args.bind)
     if script is not None and args.discovery is None:
-        args.discovery = HostDiscovery(script, max_np=args.max_np, say=args.say)
+        remote_ok = not is_loopback_host(here)
+        args.discovery = HostDiscovery(
+            script, max_np=args.max_np, say=args.say, remote_ok=remote_ok
+        )
         args.discovery.start()
-    host, _ = parse_addr(addr)
+    port = DEFAULT_PORT if args.port is None else args.port
+
+    def rendezvous(host: Host) -> str:
+        """The new communicator's address, its rank 0 running on ``host``."""
+        return format_addr(here, free_port(here)) if host.local else format_addr(host.name, port)
+
     service = MembershipService(
-        host,
+        here,
         secret,
         [p.rank for p in placements],
         min_np=min_np,
@@ -371,6 +382,8 @@ def _membership(
         grow=args.discovery,
         make_joiner=make_joiner,
         max_np=args.max_np or 0,
+        where={p.rank: p.host for p in placements},
+        rendezvous=rendezvous,
     )
     args.memberships[attempt] = service
     grow = {GROW_VAR: "1"} if args.discovery is not None else {}
@@ -397,34 +410,39 @@ def _rank_specs(
     gpu_envs = _gpu_envs(args, placements, exported)
     base = {**local_env(os.environ), **exported}
 
-    def make_joiner(worker: int) -> RankSpec:
-        """A rank started to join the running job (``_launch/membership.py``): no rank,
-        size or address of its own until it is admitted; not bound to cores."""
-        joiner = {JOINER_VAR: "1", ID_VAR: str(worker), "PYTFCOMM_SECRET": secret}
-        return RankSpec(worker, "localhost", command, {**base, **runs, **local_hp, **joiner})
+    passthrough = {**remote_passthrough(os.environ), **exported}
 
-    runs.update(_membership(args, placements, plan.addr, secret, attempt, make_joiner))
+    def remote(target: str, env: dict[str, str]) -> tuple[list[str], bytes]:
+        """ssh's argv for a rank on ``target`` and its stdin line (the secret)."""
+        argv = ssh_argv(args.ssh_command, target, command, {**passthrough, **env, **remote_hp},
+                        args.kill_timeout)  # fmt: skip
+        return argv, (secret + "\n").encode()
+
+    def make_joiner(worker: int, host: Host) -> RankSpec:
+        """A rank started to join the running job (``_launch/membership.py``) on
+        ``host``: no rank, size or address of its own until it is admitted; not bound
+        to cores; over ssh on another host, as the ranks there."""
+        joiner = {**runs, JOINER_VAR: "1", ID_VAR: str(worker)}
+        if host.local:
+            env = {**base, **local_hp, **joiner, "PYTFCOMM_SECRET": secret}
+            return RankSpec(worker, "localhost", command, env)
+        argv, line = remote(host.target, joiner)
+        return RankSpec(worker, host.target, argv, dict(os.environ), line)
+
+    runs.update(_membership(args, placements, secret, attempt, make_joiner))
     local_size = next((p.local_size for p in placements if p.host.local), 0)
     cpus = local_bindings(local_size) if args.bind_to == "core" and local_size else []
-    passthrough = {**remote_passthrough(os.environ), **exported}
     specs = []
     for p, rank_env, gpu_env in zip(plan.placements, plan.envs, gpu_envs, strict=True):
         env = {**rank_env, **runs, **gpu_env}
+        if args.elastic:
+            env[ID_VAR] = str(p.rank)
         if p.host.local:
             full = {**base, **env, **local_hp, "PYTFCOMM_SECRET": secret}
-            if args.elastic:
-                full[ID_VAR] = str(p.rank)
             bound = cpus[p.local_rank] if cpus else None
             specs.append(RankSpec(p.rank, p.host.target, command, full, cpus=bound))
         else:
-            argv = ssh_argv(
-                args.ssh_command,
-                p.host.target,
-                command,
-                {**passthrough, **env, **remote_hp},
-                args.kill_timeout,
-            )
-            line = (secret + "\n").encode()
+            argv, line = remote(p.host.target, env)
             specs.append(RankSpec(p.rank, p.host.target, argv, dict(os.environ), line))
     summary = f"{len(placements)} rank(s), rendezvous {plan.addr}, TF workers {plan.tf_workers}"
     return specs, summary

@@ -1,7 +1,8 @@
 """Running pytfcomm-run from a test: bounded, and killed with its whole process group.
 
 Shared by the launcher tests (tests/launch) and the TF tests that launch their
-workers through pytfcomm-run (tests/tf). Ranks run on 127.0.0.1 only.
+workers through pytfcomm-run (tests/tf). Ranks run on 127.0.0.1, or in network
+namespaces a test made (``prefix``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import proc_state
@@ -35,20 +36,26 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def launch(
-    *args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
+    prefix: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[bytes]:
     """Run the launcher to completion (killed with its group at the deadline)."""
-    with started(*args, cwd=cwd, env=env) as proc:
+    with started(*args, cwd=cwd, env=env, prefix=prefix) as proc:
         out, err = proc.communicate(timeout=timeout)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 @contextlib.contextmanager
 def started(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
+    *args: str, cwd: Path, env: dict[str, str] | None = None, prefix: Sequence[str] = ()
 ) -> Iterator[subprocess.Popen[bytes]]:
+    """The launcher with ``args``, run through ``prefix`` (e.g. ``ip netns exec NS``,
+    which execs it: the same process group)."""
     proc = subprocess.Popen(
-        [str(LAUNCHER), *args],
+        [*prefix, str(LAUNCHER), *args],
         cwd=cwd,
         env=env or _env(),
         stdout=subprocess.PIPE,

@@ -7,5 +7,5 @@ output, ``procs`` starts and supervises them, ``restart`` runs the job again aft
 failure (``--restarts``), ``membership`` decides who goes on or joins (``--elastic``),
 ``discovery`` runs ``--host-discovery-script``.
 Nothing here imports TensorFlow or opens a network connection other than to pick ports
-and to serve the elastic membership on the rendezvous host.
+and to serve the elastic membership on this machine's address as the job's hosts see it.
 """

@@ -1,14 +1,18 @@
-"""``pytfcomm-run --elastic --host-discovery-script PATH``: how many ranks the job wants.
+"""``pytfcomm-run --elastic --host-discovery-script PATH``: where the job wants ranks.
 
 Horovod's contract: PATH is an executable that prints the hosts the job may use, one a
 line, ``host:slots`` or ``host`` (one slot). The launcher runs it every
 :data:`PERIOD_S` seconds, each run bounded by :data:`SCRIPT_TIMEOUT_S` (then its whole
-process group is killed). The job's target size is the slots of this machine's entries
-(``localhost``, 127.x, this host's name or address), capped by ``--max-np``: elastic
-jobs run on the launcher's machine only, so another host's entry is left out with a
-warning. A run that fails (non-zero exit, timeout, a line that is no ``host[:slots]``)
-changes nothing: the launcher warns once per distinct problem and keeps the last target.
-A target below the running ranks stops nothing (ranks leave only when they are lost).
+process group is killed). The answer is a host list: this machine's entries
+(``localhost``, 127.x, this host's name or address) count as one host, another host's
+repeated lines add up. The job's target size is their slots, capped by ``--max-np``;
+new workers go to hosts whose slots exceed the ranks running there (``membership.py``),
+other hosts over ssh. When the job reaches no other host (its membership service
+listens on loopback: no remote host in ``-H`` and no ``--bind``), another host's entry
+is left out with a warning. A run that fails (non-zero exit, timeout, a line that is
+no ``host[:slots]``) changes nothing: the launcher warns once per distinct problem and
+keeps the last answer. A target below the running ranks stops nothing (ranks leave
+only when they are lost).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 
-from .hosts import UsageError, _parse_entry
+from .hosts import Host, UsageError, _parse_entry
 from .procs import _child_setup
 
 __all__ = ["PERIOD_S", "SCRIPT_TIMEOUT_S", "HostDiscovery", "parse_output"]
@@ -28,29 +32,44 @@ __all__ = ["PERIOD_S", "SCRIPT_TIMEOUT_S", "HostDiscovery", "parse_output"]
 PERIOD_S = 1.0  # between two runs of the script
 SCRIPT_TIMEOUT_S = 10.0  # one run's longest time
 _MAX_OUTPUT = 64 * 1024  # more than this is no host list
-_ONE_MACHINE = "--elastic runs ranks on this machine only, so its slots are left out"
+_LOOPBACK_ONLY = (
+    "this job reaches no other host (pass --bind ADDR, this machine's address as the other "
+    "hosts see it, or list a remote host in -H), so its slots are left out"
+)
 
 
-def parse_output(text: str) -> tuple[int, list[str]]:
-    """This machine's slots in the script's output, and the other hosts' warnings.
-
-    UsageError (naming the line) when a line is no ``host[:slots]``.
-    """
-    slots, others = 0, []
+def parse_output(text: str, remote_ok: bool = True) -> tuple[list[Host], list[str]]:
+    """The hosts in the script's output, in order, each once (slots added up; this
+    machine's entries as one), and warnings about hosts left out (``remote_ok`` False:
+    every other host). UsageError (naming the line) when a line is no ``host[:slots]``."""
+    hosts: dict[str, Host] = {}
+    others: list[str] = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         host = _parse_entry(line, f"line {n}")
-        if host.local:
-            slots += host.slots
-        else:
-            others.append(f"host {host.name!r} (line {n}) is not this machine: {_ONE_MACHINE}")
-    return slots, others
+        if not host.local and not remote_ok:
+            others.append(f"host {host.name!r} (line {n}) is not this machine: {_LOOPBACK_ONLY}")
+            continue
+        seen = hosts.get(host.machine)
+        slots = host.slots + (seen.slots if seen else 0)
+        hosts[host.machine] = Host((seen or host).target, (seen or host).name, slots, host.local)
+    return list(hosts.values()), others
+
+
+def describe_hosts(hosts: list[Host]) -> str:
+    """'3 slot(s) on this machine' or '4 slot(s): this machine 2, node2 2'."""
+    total = sum(h.slots for h in hosts)
+    if all(h.local for h in hosts):
+        return f"{total} slot(s) on this machine"
+    parts = ", ".join(f"{'this machine' if h.local else h.target} {h.slots}" for h in hosts)
+    return f"{total} slot(s): {parts}"
 
 
 class HostDiscovery:
     """Runs the script every ``period`` seconds on a thread of its own (:meth:`start`);
-    :meth:`target` is the last good answer, capped by ``max_np`` (None before one)."""
+    :meth:`hosts` is the last good answer, :meth:`target` its slots capped by
+    ``max_np`` (None before one). ``remote_ok``: whether other hosts' entries count."""
 
     def __init__(
         self,
@@ -60,13 +79,16 @@ class HostDiscovery:
         say: Callable[[str], None],
         period: float = PERIOD_S,
         timeout: float = SCRIPT_TIMEOUT_S,
+        remote_ok: bool = False,
     ) -> None:
         self.script = script
+        self.remote_ok = remote_ok
         self.max_np = max_np
         self._say = say
         self._period = period
         self._timeout = timeout
         self._target: int | None = None
+        self._hosts: list[Host] = []
         self._said: str | None = None
         self._stop = threading.Event()
         self._running: subprocess.Popen[bytes] | None = None  # the script, while it runs
@@ -75,6 +97,10 @@ class HostDiscovery:
     def target(self) -> int | None:
         """How many ranks the job should have: the last good run's slots, capped."""
         return self._target
+
+    def hosts(self) -> list[Host]:
+        """The hosts of the last good answer with their slots (empty before one)."""
+        return self._hosts
 
     def start(self) -> None:
         self._thread.start()
@@ -98,7 +124,7 @@ class HostDiscovery:
     def poll(self) -> None:
         """Run the script once and update :meth:`target` (or warn)."""
         try:
-            slots, others = parse_output(self._run())
+            hosts, others = parse_output(self._run(), self.remote_ok)
         except (OSError, UsageError, RuntimeError) as exc:
             if self._stop.is_set():  # killed by close(): nothing to say
                 return
@@ -107,13 +133,15 @@ class HostDiscovery:
                 f"with what it has (target {self._target if self._target is not None else '-'})"
             )
             return
+        slots = sum(h.slots for h in hosts)
         target = min(slots, self.max_np)
         capped = f", capped by --max-np {self.max_np}" if slots > self.max_np else ""
         note = "; ".join(others)
         self._tell(
-            f"host discovery: {slots} slot(s) on this machine{capped}: target {target} "
+            f"host discovery: {describe_hosts(hosts)}{capped}: target {target} "
             f"rank(s){'; warning: ' + note if note else ''}"
         )
+        self._hosts = hosts
         self._target = target
 
     def _tell(self, message: str) -> None:

@@ -28,10 +28,17 @@ admission, stops growth for the rest of this run, so a program that cannot start
 keeps crashing is not started again and again. Once a member exits 0 the job is
 finishing: no more joiners.
 
-The service listens on the rendezvous host (loopback for a local job), speaks the
-authenticated JSON lines of :mod:`pytfcomm._elastic_wire`, serves each connection on a
-thread of its own with a deadline on every read, and holds at most a bounded number of
-connections at once.
+Several hosts: the service knows each worker's host (``where``; a joiner's from
+:meth:`joiners`, which places new workers on the discovered hosts whose slots exceed
+the ranks running there). Each reply carries the worker's local rank and size, and
+its cross rank and size, worked out for the new membership; the new rendezvous address
+comes from ``rendezvous`` (the new rank 0's host: a fresh port here, the job's port on
+another host).
+
+The service listens on ``host``: this machine's address as the job's hosts see it
+(loopback for a local job), speaks the authenticated JSON lines of
+:mod:`pytfcomm._elastic_wire`, serves each connection on a thread of its own with a
+deadline on every read, and holds at most a bounded number of connections at once.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from typing import Any, Protocol
 
 from .._cluster import format_addr
 from .._elastic_wire import VERSION, WireError, read_line, sealed, unseal
+from .hosts import Host
 from .ports import free_port
 from .procs import RankSpec
 
@@ -59,9 +67,13 @@ _JOIN_MAX_S = 3600.0  # the longest a joiner may ask to wait for its admission
 
 
 class Target(Protocol):
-    """How many ranks the job should have (:class:`.discovery.HostDiscovery`)."""
+    """Where the job should have ranks (:class:`.discovery.HostDiscovery`)."""
 
-    def target(self) -> int | None: ...
+    def hosts(self) -> list[Host]: ...
+
+
+#: This machine, for workers whose host nobody named.
+_HERE = Host("localhost", "localhost", 1, True)
 
 
 def _seconds(value: object) -> bool:
@@ -89,8 +101,10 @@ class MembershipService:
     ``workers`` are the ids of the ranks as started (their first ranks); ``alive`` is
     kept up to date by the launcher through :meth:`exited`. With ``grow`` (the
     discovered target) and ``make_joiner`` (a joiner's :class:`RankSpec` from its worker
-    id), :meth:`joiners` starts new workers while members and joiners are fewer than the
-    target (at most ``max_np``).
+    id and host), :meth:`joiners` starts new workers while members and joiners are fewer
+    than the target (at most ``max_np``). ``where`` maps workers to their hosts (default:
+    this machine); ``rendezvous`` gives the new communicator's address from its rank 0's
+    host (default: a free port on ``host``).
     """
 
     def __init__(
@@ -103,8 +117,10 @@ class MembershipService:
         window: float,
         say: Callable[[str], None],
         grow: Target | None = None,
-        make_joiner: Callable[[int], RankSpec] | None = None,
+        make_joiner: Callable[[int, Host], RankSpec] | None = None,
         max_np: int = 0,
+        where: dict[int, Host] | None = None,
+        rendezvous: Callable[[Host], str] | None = None,
     ) -> None:
         self._host = host
         self._secret = secret
@@ -128,6 +144,8 @@ class MembershipService:
         self._joined: set[int] = set()  # joiners admitted
         self._no_growth: str | None = None  # why no more joiners start
         self._max_np = max_np
+        self._where: dict[int, Host] = dict(where or {})
+        self._rendezvous = rendezvous or (lambda _h: format_addr(host, free_port(host)))
         self._slots = threading.BoundedSemaphore(4 * max(len(workers), max_np) + 4)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._sock = socket.socket(family, socket.SOCK_STREAM)
@@ -177,29 +195,50 @@ class MembershipService:
             return worker in self.members
 
     def joiners(self) -> list[RankSpec]:
-        """The joiners to start now: as many as the target is above the ranks that run
-        (members and joiners not admitted yet), each with a worker id never used."""
+        """The joiners to start now: as many as the target (the discovered slots, capped
+        by ``max_np``) is above the ranks that run (members and joiners not admitted
+        yet), each with a worker id never used, on a host whose slots exceed the ranks
+        running there (in the script's order)."""
         if self._grow is None or self._make_joiner is None:
             return []
-        target = self._grow.target()
-        if target is not None and self._max_np > 0:
+        hosts = list(self._grow.hosts())
+        if not hosts:
+            return []
+        target = sum(h.slots for h in hosts)
+        if self._max_np > 0:
             target = min(target, self._max_np)
         with self._cond:
-            if target is None or self._no_growth is not None or self._broken is not None:
+            if self._no_growth is not None or self._broken is not None:
                 return []
-            running = sum(1 for w in self.members if w in self._alive) + len(self._pending)
-            if target <= running:
+            runs = [w for w in self.members if w in self._alive] + sorted(self._pending)
+            if target <= len(runs):
                 return []
-            ids = list(range(self._next_id, self._next_id + target - running))
-            self._next_id += len(ids)
-            self._started.update(ids)
-            self._alive.update(ids)
-            self._pending.update(ids)
+            on: dict[str, int] = {}
+            for w in runs:
+                machine = self._host_of(w).machine
+                on[machine] = on.get(machine, 0) + 1
+            placed: list[tuple[int, Host]] = []
+            for h in hosts:
+                free = min(h.slots - on.get(h.machine, 0), target - len(runs) - len(placed))
+                for _ in range(max(free, 0)):
+                    placed.append((self._next_id, h))
+                    self._next_id += 1
+            for w, h in placed:
+                self._where[w] = h
+                self._started.add(w)
+                self._alive.add(w)
+                self._pending.add(w)
+        if not placed:
+            return []
+        where = ", ".join(f"{w}{'' if h.local else ' on ' + h.target}" for w, h in placed)
         self._say(
-            f"elastic: {running} rank(s) run, the target is {target}: starting joiner(s) "
-            f"{', '.join(map(str, ids))}; they join at the next commit point"
+            f"elastic: {len(runs)} rank(s) run, the target is {target}: starting joiner(s) "
+            f"{where}; they join at the next commit point"
         )
-        return [self._make_joiner(w) for w in ids]
+        return [self._make_joiner(w, h) for w, h in placed]
+
+    def _host_of(self, worker: int) -> Host:
+        return self._where.get(worker, _HERE)
 
     def _stop_growing(self, why: str | None) -> None:
         """No more joiners this run (the lock is held); ``why`` is said, None is not."""
@@ -237,12 +276,12 @@ class MembershipService:
             self._ready.difference_update(joined)
             self._pending.difference_update(joined)
             self._joined.update(joined)
-            self._addr = format_addr(self._host, free_port(self._host))
+            self._addr = self._rendezvous(self._host_of(self.members[0]))
             self._say(
                 f"elastic: epoch {self.epoch}: {len(self.members)} rank(s) go on (started as "
                 f"{', '.join(map(str, self.members))}); lost: "
                 f"{', '.join(map(str, lost)) or 'none'}; joined: "
-                f"{', '.join(map(str, joined)) or 'none'}"
+                f"{', '.join(map(str, joined)) or 'none'}; rendezvous {self._addr}"
             )
         self._cond.notify_all()
 
@@ -277,12 +316,27 @@ class MembershipService:
             return self._membership(worker)
 
     def _membership(self, worker: int) -> dict[str, Any]:
-        """The current membership as ``worker`` is told it (the lock is held)."""
+        """The current membership as ``worker`` is told it (the lock is held): its rank,
+        and its place among the ranks of its host (local) and among the hosts' ranks
+        with its local rank (cross), as pytfcomm-run's plan gives them."""
+        machines = [self._host_of(w).machine for w in self.members]
+        local = [m == machines[self.members.index(worker)] for m in machines]
+        local_rank = sum(local[: self.members.index(worker)])
+        rank_on_host: list[int] = []
+        count: dict[str, int] = {}
+        for m in machines:
+            rank_on_host.append(count.get(m, 0))
+            count[m] = count.get(m, 0) + 1
+        peers = [w for w, r in zip(self.members, rank_on_host, strict=True) if r == local_rank]
         return {
             "ok": True,
             "epoch": self.epoch,
             "rank": self.members.index(worker),
             "size": len(self.members),
+            "local_rank": local_rank,
+            "local_size": sum(local),
+            "cross_rank": peers.index(worker),
+            "cross_size": len(peers),
             "addr": self._addr,
             "members": list(self.members),
         }

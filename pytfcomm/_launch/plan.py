@@ -29,7 +29,14 @@ from .gpus import GPUS_PER_RANK_VAR
 from .hosts import Placement, UsageError
 from .ports import free_ports
 
-__all__ = ["DEFAULT_PORT", "MIN_SECRET", "JobPlan", "job_secret", "make_plan"]
+__all__ = [
+    "DEFAULT_PORT",
+    "MIN_SECRET",
+    "JobPlan",
+    "job_secret",
+    "launcher_host",
+    "make_plan",
+]
 
 DEFAULT_PORT = 29500
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -92,22 +99,23 @@ def _route_address(remote: str) -> str:
         ) from None
 
 
+def launcher_host(placements: list[Placement], bind: str | None) -> str:
+    """This machine's address as the job's other hosts see it: ``--bind``, else the
+    address on the route to the first remote host, else loopback (a local job). Local
+    ranks are announced under it, and ``--elastic``'s membership service listens on it."""
+    if bind:
+        return bind
+    remote = [p.host for p in placements if not p.host.local]
+    return _route_address(remote[0].name) if remote else "127.0.0.1"
+
+
 def _host_addresses(placements: list[Placement], bind: str | None) -> dict[str, str]:
     """machine key -> the address other ranks use for it (TF_CONFIG, PYTFCOMM_ADDR)."""
-    remote = [p.host for p in placements if not p.host.local]
     out: dict[str, str] = {}
     for p in placements:
         h = p.host
-        if h.machine in out:
-            continue
-        if not h.local:
-            out[h.machine] = h.name
-        elif bind:
-            out[h.machine] = bind
-        elif not remote:
-            out[h.machine] = "127.0.0.1"
-        else:
-            out[h.machine] = _route_address(remote[0].name)
+        if h.machine not in out:
+            out[h.machine] = launcher_host(placements, bind) if h.local else h.name
     return out
 
 

@@ -26,6 +26,7 @@ from _paths import WORKERS
 import pytfcomm.elastic as pe
 from pytfcomm._elastic_client import ask
 from pytfcomm._launch.discovery import HostDiscovery
+from pytfcomm._launch.hosts import Host
 from pytfcomm._launch.membership import MembershipService
 from pytfcomm._launch.procs import RankSpec
 
@@ -230,15 +231,15 @@ class _Target:
     def __init__(self, n: int) -> None:
         self.n = n
 
-    def target(self) -> int | None:
-        return self.n
+    def hosts(self) -> list[Host]:
+        return [Host("localhost", "localhost", self.n, True)]
 
 
 def _service(workers: list[int], target: int) -> tuple[MembershipService, list[str]]:
     said: list[str] = []
     svc = MembershipService(
         "127.0.0.1", "s" * 32, workers, min_np=1, window=5.0, say=said.append,
-        grow=_Target(target), make_joiner=lambda w: RankSpec(w, "localhost", ["true"], {}),
+        grow=_Target(target), make_joiner=lambda w, _h: RankSpec(w, "localhost", ["true"], {}),
         max_np=target,
     )  # fmt: skip
     return svc, said

@@ -27,6 +27,7 @@ from pytfcomm import elastic as elastic_mod
 from pytfcomm._cluster import parse_addr
 from pytfcomm._elastic_client import ask
 from pytfcomm._elastic_wire import WireError, read_line, sealed
+from pytfcomm._launch.hosts import Host
 from pytfcomm._launch.membership import MembershipService
 from pytfcomm._launch.procs import RankSpec
 
@@ -38,8 +39,8 @@ class _Target:
     def __init__(self, n: int) -> None:
         self.n = n
 
-    def target(self) -> int | None:
-        return self.n
+    def hosts(self) -> list[Host]:
+        return [Host("localhost", "localhost", self.n, True)]
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def service():
     said: list[str] = []
     svc = MembershipService(
         "127.0.0.1", SECRET, [0, 1], min_np=1, window=5.0, say=said.append,
-        grow=_Target(3), make_joiner=lambda w: RankSpec(w, "localhost", ["true"], {}), max_np=3,
+        grow=_Target(3), make_joiner=lambda w, _h: RankSpec(w, "localhost", ["true"], {}), max_np=3,
     )  # fmt: skip
     svc.said = said  # type: ignore[attr-defined]
     yield svc

@@ -56,6 +56,21 @@ def _wait_for(path: Path) -> None:
         time.sleep(0.01)
 
 
+def _layout(comm: pytfcomm.Communicator) -> dict:
+    """Where this rank sits: as its communicator works it out, and as its environment
+    (pytfcomm-run's, then reform()'s) says."""
+    names = (
+        "PYTFCOMM_LOCAL_RANK",
+        "PYTFCOMM_LOCAL_SIZE",
+        "HOROVOD_CROSS_RANK",
+        "HOROVOD_CROSS_SIZE",
+    )
+    return {
+        "comm": [comm.local_rank, comm.local_size, comm.num_hosts],
+        "env": [int(os.environ[n]) for n in names],
+    }
+
+
 def main() -> None:
     mode, out = sys.argv[1], Path(sys.argv[2])
     target, min_steps, extra = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
@@ -126,6 +141,7 @@ def main() -> None:
         "joiner": joiner,
         "seen": seen,
         "epoch": pe.epoch(),
+        "layout": _layout(comm),
         "since": since,
         "full_at": full_at,
         "times": times,

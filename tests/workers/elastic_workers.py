@@ -46,6 +46,21 @@ def _wait_for(path: Path) -> None:
         time.sleep(0.02)
 
 
+def _layout(comm: pytfcomm.Communicator) -> dict:
+    """Where this rank sits: as its communicator works it out, and as its environment
+    (pytfcomm-run's, then reform()'s) says."""
+    names = (
+        "PYTFCOMM_LOCAL_RANK",
+        "PYTFCOMM_LOCAL_SIZE",
+        "HOROVOD_CROSS_RANK",
+        "HOROVOD_CROSS_SIZE",
+    )
+    return {
+        "comm": [comm.local_rank, comm.local_size, comm.num_hosts],
+        "env": [int(os.environ[n]) for n in names],
+    }
+
+
 def main() -> None:
     mode, out, steps, at = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     me = int(os.environ["PYTFCOMM_ELASTIC_ID"])
@@ -101,6 +116,7 @@ def main() -> None:
         "pid": os.getpid(),
         "seen": seen,
         "epoch": pytfcomm.elastic.epoch(),
+        "layout": _layout(comm),
         "times": times,
         "w": [float(x).hex() for x in w],
     }

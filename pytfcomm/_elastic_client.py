@@ -69,16 +69,14 @@ def take(reply: dict[str, Any]) -> None:
     malformed)."""
     if not reply.get("ok"):
         raise MembershipError(str(reply.get("error", "the launcher refused this process")))
-    rank, size, new_addr = reply.get("rank"), reply.get("size"), reply.get("addr")
-    new_epoch = reply.get("epoch")
-    layout = [reply.get(k) for k in ("local_rank", "local_size", "cross_rank", "cross_size")]
-    if not (
-        all(isinstance(v, int) and not isinstance(v, bool) for v in [rank, size, new_epoch])
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in layout)
-        and isinstance(new_addr, str)
-    ):
+    fields = ("rank", "size", "epoch", "local_rank", "local_size", "cross_rank", "cross_size")
+    values = [reply.get(k) for k in fields]
+    new_addr = reply.get("addr")
+    ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    if len(ints) != len(fields) or not isinstance(new_addr, str):
         raise MembershipError(f"the launcher's reply is malformed: {reply!r}")
-    local_rank, local_size, cross_rank, cross_size = (str(v) for v in layout)
+    rank, size, new_epoch = ints[:3]
+    local_rank, local_size, cross_rank, cross_size = (str(v) for v in ints[3:])
     os.environ.update(
         PYTFCOMM_RANK=str(rank),
         PYTFCOMM_SIZE=str(size),

@@ -201,8 +201,10 @@ def strategy_loop(run: Run) -> None:
     while step < run.steps:
         try:
             run.maybe_wait_for_kill(step)
+            if "data" in run.times:  # the handler left: the old strategy's objects freed
+                run.mark("resumed")
             began = time.time()
-            x, y = next(data)
+            x, y = next(data)  # its first waits for every survivor (TF's "has data" reduce)
             if "reformed" in run.times:
                 run.mark("batch")
             train_step(x, y)

@@ -57,7 +57,7 @@ TRANSPORTS = ("tcp", "shm")
 METRICS = ("detection_s", "reform_s", "next_step_s", "beyond_s")
 METRIC_NAMES = ("detection", "reform", "next step", "beyond detection")
 # The strategy loop's rebuild, in order: what each mark follows (docs/elastic.md's recipe).
-PHASES = ("error", "reformed", "built", "synced", "data", "batch", "next_step")
+PHASES = ("error", "reformed", "built", "synced", "data", "resumed", "batch", "next_step")
 WORKER = "benchmarks._elastic_worker"
 TARGET_BEYOND_S = 2.0  # issue 55's target for recovery beyond detection
 TICK_S = 0.02  # how often the driver looks for the victim

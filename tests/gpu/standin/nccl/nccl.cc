@@ -53,24 +53,23 @@
 //       once every rank launched the same collective (as NCCL's connection
 //       set-up at a peer's first use does), or fails when revoked/aborted.
 //   PTCSI_NCCL_TRACE=<file>             appends a line "<pid> <call> <rank>/<nranks>"
-//       for every communicator's init, finalize, destroy and abort (read at
+//       for every communicator's init, shrink, finalize, destroy and abort (read at
 //       each call), so that tests can count what was released and how.
-//
 //   PTCSI_NCCL_SHRINK_FAIL=<rank>       that parent rank's ncclCommShrink
 //       poisons the child's segment and fails (ncclInternalError): every
 //       survivor's child init fails.
 //
 // ncclCommShrink (NCCL 2.27+) is exported unless built with PTCSI_NO_SHRINK
-// (noshrink/ and norevoke/, below): the survivors' child joins a segment named
-// after the parent's id and the excluded ranks (so every survivor finds the
-// same), ranks renumbered in order, traced as "ncclCommShrink <new rank>/<new
-// nranks>"; NCCL_SHRINK_ABORT first ends the parent's waits and queued work
-// (as an abort does), whose handle stays valid until aborted or destroyed.
-// Without it (NCCL_SHRINK_DEFAULT) a parent with work in flight or an error
-// is ncclInvalidUsage.
+// (noshrink/ and norevoke/ of ../CMakeLists.txt): the survivors' child joins
+// a segment named after the parent's id and the excluded ranks (so every
+// survivor finds the same), ranks renumbered in order, traced as
+// "ncclCommShrink <new rank>/<new nranks>"; NCCL_SHRINK_ABORT first ends the
+// parent's waits and queued work (as an abort does), whose handle stays
+// valid until aborted or destroyed. Without it (NCCL_SHRINK_DEFAULT) a
+// parent with work in flight or an error is ncclInvalidUsage.
 //
 // ncclCommRevoke (NCCL 2.28+) is exported unless built with PTCSI_NO_REVOKE
-// (the CMake target nccl_standin_norevoke: an older NCCL, found by dlsym):
+// (norevoke/ and shrink227/: an older NCCL, found by dlsym):
 // it ends every wait of the comm (a blocked launch returns
 // ncclInvalidUsage, queued work fails), ncclCommGetAsyncError then says
 // ncclInProgress until no work item is queued, then ncclSuccess; later

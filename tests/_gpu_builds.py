@@ -130,13 +130,17 @@ def make_package(root: Path, libs: list[Path]) -> Path:
     return root
 
 
-STANDIN_TARGETS = ("cuda_standin", "nccl_standin", "nccl_standin_norevoke", "nccl_standin_test")
+STANDIN_TARGETS = (
+    "cuda_standin", "nccl_standin", "nccl_standin_norevoke", "nccl_standin_noshrink",
+    "nccl_standin_shrink227", "nccl_standin_test",
+)  # fmt: skip
 
 
 def build_standin(build: Path) -> Path:
-    """libcuda.so.1 and libnccl.so.2 of tests/gpu/standin (and norevoke/libnccl.so.2,
-    the same without ncclCommRevoke), and the NCCL stand-in's test program
-    (nccl_standin_test), in ``build``; returns it."""
+    """libcuda.so.1 and libnccl.so.2 of tests/gpu/standin (and its variants without
+    optional entry points: norevoke/, noshrink/, shrink227/; the CMakeLists names
+    them), and the NCCL stand-in's test program (nccl_standin_test), in ``build``;
+    returns it."""
     configure = [
         "cmake", "-S", str(STANDIN), "-B", str(build), "-G", "Ninja",
         "-DCMAKE_BUILD_TYPE=RelWithDebInfo", f"-DCUDA_INCLUDE_DIR={CUDA_INC}",

@@ -168,9 +168,12 @@ py::dict gpu_info(const std::vector<std::string>& nccl_candidates) {
   if (!ns.loaded) d["nccl_status"] = ns.error;
   if (ns.loaded) {
     d["nccl_revoke"] = gpu::nccl().ncclCommRevoke != nullptr;
-    // How the survivors of a lost rank get NCCL (docs/elastic.md): a new
-    // communicator from a fresh ncclUniqueId; ncclCommShrink is not used.
-    d["nccl_reform"] = "recreate";
+    // How the survivors of a lost rank get NCCL (docs/elastic.md): the old
+    // communicator shrunk where NCCL has ncclCommShrink and ncclCommRevoke
+    // (falling back to a new one where it cannot be, gpu/nccl_reform.h),
+    // else a new one.
+    d["nccl_shrink"] = gpu::nccl().ncclCommShrink != nullptr;
+    d["nccl_reform"] = gpu::nccl().shrinks() ? "shrink" : "recreate";
     try {
       d["nccl_mode"] = gpu::nccl_blocking() ? "blocking" : "nonblocking";
     } catch (const Error& e) {

@@ -15,8 +15,15 @@ namespace {
 struct Hello {
   uint8_t nccl;  // can (and may) use NCCL
   uint8_t pad[3];
-  int32_t devices;  // GPUs in its group
+  int32_t devices;     // GPUs in its group
+  ReformFacts reform;  // the old communicator it kept, if any (gpu/nccl_reform.h)
 };
+
+// Half the time left: a shrink that fails leaves time to re-create.
+TimePoint halfway(TimePoint deadline) {
+  const TimePoint now = Clock::now();
+  return deadline <= now || deadline == TimePoint::max() ? deadline : now + (deadline - now) / 2;
+}
 
 ncclUniqueId new_id() {
   ncclUniqueId id;
@@ -27,17 +34,29 @@ ncclUniqueId new_id() {
 
 }  // namespace
 
-Clique::Clique(std::shared_ptr<Communicator> comm, const std::vector<int>& devices)
-    : comm_(std::move(comm)) {
+Clique::Clique(std::shared_ptr<Communicator> comm, const std::vector<int>& devices, bool may_shrink)
+    : comm_(std::move(comm)), may_shrink_(may_shrink) {
   for (int d : devices) devices_.push_back(std::make_unique<Device>(d));
 }
 
 Clique::~Clique() {
   // NCCL first: its communicators use the devices' contexts.
-  std::lock_guard<std::mutex> lock(mu_);
-  world_.reset();
-  local_.reset();
-  cross_.reset();
+  std::unique_ptr<NcclClique> world;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    world = std::move(world_);
+    local_.reset();
+    cross_.reset();
+  }
+  parent_.reset();
+  if (world && world->shrink_ready()) {
+    // Failed with its handles kept: parked, with its GPUs, for the next
+    // communicator's shrink (gpu/nccl_reform.h).
+    auto p = std::make_unique<Parked>();
+    p->clique = std::move(world);
+    p->devices = std::move(devices_);
+    park(std::move(p));
+  }
 }
 
 std::vector<CUcontext> Clique::contexts() const {
@@ -51,13 +70,24 @@ Backend Clique::backend(Backend requested, TimePoint deadline, uint32_t tag) {
     const int n = group_size();
     const NcclStatus st = nccl_status();
     Hello mine{
-        static_cast<uint8_t>(gpu_params().transport != Backend::kStaged && st.loaded), {}, n};
+        static_cast<uint8_t>(gpu_params().transport != Backend::kStaged && st.loaded), {}, n, {}};
+    if (may_shrink_ && st.loaded && nccl().shrinks()) {
+      parent_ = take_parked();
+      const NcclClique* old = parent_ ? parent_->clique.get() : nullptr;
+      if (old != nullptr && old->shrink_ready() && old->members() == n) {
+        mine.reform.kept = 1;
+        mine.reform.old_first_rank = old->first_rank();
+        mine.reform.old_nranks = old->nranks();
+        mine.reform.token = old->token();
+      }
+    }
     std::vector<Hello> all(1, mine);
     if (processes() > 1) {
       all.resize(static_cast<size_t>(processes()));
       comm_->allgather(&mine, all.data(), sizeof(Hello), DType::kUInt8, seconds_left(deadline),
                        tag);
     }
+    for (const Hello& h : all) facts_.push_back(h.reform);
     std::string missing;
     for (size_t r = 0; r < all.size(); ++r) {
       if (all[r].devices != n) {
@@ -92,19 +122,74 @@ NcclClique& Clique::world(TimePoint deadline, uint32_t tag) {
     if (world_) return *world_;
   }
   const int n = group_size();
-  ncclUniqueId id;
-  std::memset(&id, 0, sizeof(id));
-  if (process_rank() == 0) id = new_id();
-  if (processes() > 1) {
-    comm_->broadcast(&id, sizeof(id), DType::kUInt8, 0, seconds_left(deadline), tag);
+  std::unique_ptr<NcclClique> c = shrink_world(deadline, tag);
+  if (!c) {
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    if (process_rank() == 0) id = new_id();
+    if (processes() > 1) {
+      comm_->broadcast(&id, sizeof(id), DType::kUInt8, 0, seconds_left(deadline), tag);
+    }
+    c = std::make_unique<NcclClique>(id, processes() * n, process_rank() * n, contexts(), "world",
+                                     deadline);
+    PTC_LOG(kInfo, "NCCL ", nccl_version_string(nccl().version), " communicator: ", n, " GPU(s) x ",
+            processes(), " process(es)");
   }
-  auto c = std::make_unique<NcclClique>(id, processes() * n, process_rank() * n, contexts(),
-                                        "world", deadline);
-  PTC_LOG(kInfo, "NCCL ", nccl_version_string(nccl().version), " communicator: ", n, " GPU(s) x ",
-          processes(), " process(es)");
+  if (may_shrink_ && nccl().shrinks()) c->keep_on_abort();
   std::lock_guard<std::mutex> lock(mu_);
   world_ = std::move(c);
   return *world_;
+}
+
+std::unique_ptr<NcclClique> Clique::shrink_world(TimePoint deadline, uint32_t tag) {
+  std::unique_ptr<Parked> parent = std::move(parent_);  // released on every path
+  const ShrinkPlan plan = plan_shrink(facts_, group_size());
+  if (!plan.shrink) {
+    if (parent) {
+      PTC_LOG(kInfo, "the NCCL communicator is re-created from a fresh ncclUniqueId, not shrunk: ",
+              plan.why_not);
+    }
+    return nullptr;
+  }
+  // Every process kept the same old communicator (plan_shrink), so all shrink it.
+  std::unique_ptr<NcclClique> c;
+  std::string why;
+  try {
+    c = std::make_unique<NcclClique>(*parent->clique, plan.excluded, contexts(), "world",
+                                     halfway(deadline));
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  // All use the shrunk communicator, or all re-create: agreed, never guessed.
+  uint8_t ok = c ? 1 : 0;
+  if (processes() > 1) {
+    std::vector<uint8_t> oks(static_cast<size_t>(processes()));
+    try {
+      comm_->allgather(&ok, oks.data(), 1, DType::kUInt8, seconds_left(deadline), tag);
+    } catch (const std::exception& e) {
+      if (c) c->abort(str_cat("the shrink's agreement failed: ", e.what()));
+      throw;
+    }
+    for (size_t r = 0; r < oks.size(); ++r) {
+      if (oks[r] != 0) continue;
+      if (ok != 0) why = str_cat("ncclCommShrink failed on process ", r);
+      ok = 0;
+    }
+  }
+  const int old_nranks = parent->clique->nranks();
+  parent.reset();  // the old communicator: aborted (the shrink ended its work in flight)
+  if (ok == 0) {
+    if (c) c->abort(why);
+    PTC_LOG(kWarn, "ncclCommShrink did not make the survivors' NCCL communicator (", why,
+            "); re-creating it from a fresh ncclUniqueId");
+    return nullptr;
+  }
+  std::string left;
+  for (int r : plan.excluded) left += str_cat(left.empty() ? "" : ", ", r);
+  PTC_LOG(kInfo, "NCCL ", nccl_version_string(nccl().version),
+          " communicator shrunk (ncclCommShrink) from ", old_nranks, " to ", c->nranks(),
+          " ranks, without old rank(s) ", left);
+  return c;
 }
 
 Clique::Levels Clique::hierarchy(TimePoint deadline, uint32_t tag) {

@@ -25,6 +25,7 @@
 #include "gpu/device.h"
 #include "gpu/gpu_params.h"
 #include "gpu/nccl_clique.h"
+#include "gpu/nccl_reform.h"
 #include "gpu/verify_cache.h"
 
 namespace pytfcomm::gpu {
@@ -32,8 +33,12 @@ namespace pytfcomm::gpu {
 class Clique {
  public:
   // Not collective: binds the GPUs (CUDA ordinals, in group order). `comm`
-  // null: this process only.
-  Clique(std::shared_ptr<Communicator> comm, const std::vector<int>& devices);
+  // null: this process only. `may_shrink` (the DLPack path, whose cliques
+  // end with their communicator): a failed world communicator is kept for
+  // the survivors' ncclCommShrink (gpu/nccl_reform.h) where NCCL has it,
+  // and this clique's world is shrunk from the one its predecessor kept.
+  Clique(std::shared_ptr<Communicator> comm, const std::vector<int>& devices,
+         bool may_shrink = false);
   ~Clique();
   Clique(const Clique&) = delete;
   Clique& operator=(const Clique&) = delete;
@@ -54,7 +59,11 @@ class Clique {
 
   // The NCCL communicators, created collectively on first use (bootstrap
   // collectives tagged `tag`). Call them before the collective that needs
-  // them is handed to the engine: they use the Communicator.
+  // them is handed to the engine: they use the Communicator. The world is
+  // shrunk from the old one when plan_shrink says so (every process decides
+  // from the facts all exchanged in backend()'s hello, and they agree on
+  // the shrink's outcome before using it), else made from a fresh
+  // ncclUniqueId.
   NcclClique& world(TimePoint deadline, uint32_t tag);
   struct Levels {
     NcclClique* local;  // the ranks of this host
@@ -84,12 +93,17 @@ class Clique {
  private:
   std::vector<NcclClique*> nccl_cliques();
   std::vector<CUcontext> contexts() const;
+  // The world shrunk from parent_ (null: re-create it); releases parent_.
+  std::unique_ptr<NcclClique> shrink_world(TimePoint deadline, uint32_t tag);
 
   std::shared_ptr<Communicator> comm_;
   std::vector<std::unique_ptr<Device>> devices_;
-  int nccl_everywhere_ = -1;  // -1: not asked yet (the first backend() asks)
-  std::string nccl_missing_;  // which processes lack NCCL, and why this one does
-  mutable std::mutex mu_;     // the pointers below (the poller reads them)
+  bool may_shrink_ = false;
+  std::unique_ptr<Parked> parent_;  // the old world, taken in backend()
+  std::vector<ReformFacts> facts_;  // every process's, from the hello
+  int nccl_everywhere_ = -1;        // -1: not asked yet (the first backend() asks)
+  std::string nccl_missing_;        // which processes lack NCCL, and why this one does
+  mutable std::mutex mu_;           // the pointers below (the poller reads them)
   std::unique_ptr<NcclClique> world_, local_, cross_;
   VerifyCache verify_cache_;  // after devices_: freed before the contexts are released
   std::atomic<bool> failed_{false};

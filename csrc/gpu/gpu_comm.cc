@@ -23,7 +23,9 @@ void GpuCommunicator::close() {
   // After an error (a peer lost: pytfcomm.elastic.reform() closes the old
   // communicator and makes a new one) NCCL is aborted, never finalized and
   // destroyed: finalizing flushes work with peers that may be gone (bounded,
-  // but seconds), and NCCL's recovery from an error is ncclCommAbort. A GPU
+  // but seconds), and NCCL's recovery from an error is ncclCommAbort. Where
+  // NCCL has ncclCommShrink the world communicator is kept instead (revoked)
+  // for the next communicator's shrink (gpu/nccl_reform.h). A GPU
   // collective that failed has aborted it already; this covers a host
   // collective (or another thread) that saw the failure first.
   if (clique_ && !clique_->failed()) {
@@ -47,7 +49,7 @@ std::pair<uint64_t, uint64_t> GpuCommunicator::verify_stats() const {
 }
 
 Clique& GpuCommunicator::clique_for(int ordinal) {
-  if (!clique_) clique_ = std::make_shared<Clique>(comm_, std::vector<int>{ordinal});
+  if (!clique_) clique_ = std::make_shared<Clique>(comm_, std::vector<int>{ordinal}, true);
   const int mine = clique_->device(0).ordinal();
   PTC_CHECK_ARG(mine == ordinal, "the tensor is on cuda:", ordinal,
                 " but this communicator's GPU collectives run on cuda:", mine,

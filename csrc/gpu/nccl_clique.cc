@@ -4,6 +4,7 @@
 #include <exception>
 #include <memory>
 
+#include "common/digest.h"
 #include "common/error.h"
 #include "gpu/check.h"
 #include "gpu/device.h"
@@ -30,14 +31,59 @@ TimePoint after_grace(TimePoint deadline) {
 
 NcclClique::NcclClique(const ncclUniqueId& id, int nranks, int first_rank,
                        const std::vector<CUcontext>& contexts, const char* name, TimePoint deadline)
-    : name_(name), blocking_(nccl_blocking()) {
+    : name_(name),
+      blocking_(nccl_blocking()),
+      nranks_(nranks),
+      first_rank_(first_rank),
+      token_(fnv1a64(&id, sizeof(id))) {
+  const NcclLib& lib = nccl();
+  create(
+      "ncclCommInitRankConfig", contexts,
+      [&](size_t i, ncclConfig_t* config) {
+        return lib.ncclCommInitRankConfig(&comms_[i], nranks, id, first_rank + static_cast<int>(i),
+                                          config);
+      },
+      deadline);
+}
+
+NcclClique::NcclClique(NcclClique& parent, const std::vector<int>& excluded,
+                       const std::vector<CUcontext>& contexts, const char* name, TimePoint deadline)
+    : name_(name),
+      blocking_(nccl_blocking()),
+      nranks_(parent.nranks_ - static_cast<int>(excluded.size())),
+      first_rank_(parent.first_rank_) {
+  const NcclLib& lib = nccl();
+  PTC_ENFORCE(lib.shrinks(), "ncclCommShrink or ncclCommRevoke is not loaded");
+  uint64_t token = fnv1a64_mix(parent.token_, excluded.size());
+  for (int r : excluded) {
+    token = fnv1a64_mix(token, static_cast<uint64_t>(r));
+    if (r < parent.first_rank_) --first_rank_;  // survivors keep their order
+  }
+  token_ = token;
+  std::vector<int> ranks = excluded;  // NCCL takes a non-const list
+  // The parent's handles are used by this thread only meanwhile.
+  std::lock_guard<std::mutex> lock(parent.mu_);
+  PTC_ENFORCE(parent.shrink_ready() && parent.comms_.size() == contexts.size(),
+              "the NCCL communicator to shrink was not kept");
+  create(
+      "ncclCommShrink", contexts,
+      [&](size_t i, ncclConfig_t* config) {
+        return lib.ncclCommShrink(parent.comms_[i], ranks.data(), static_cast<int>(ranks.size()),
+                                  &comms_[i], config, kNcclShrinkAbort);
+      },
+      deadline);
+}
+
+void NcclClique::create(const char* what, const std::vector<CUcontext>& contexts,
+                        const std::function<ncclResult_t(size_t, ncclConfig_t*)>& make,
+                        TimePoint deadline) {
   const NcclLib& lib = nccl();
   comms_.assign(contexts.size(), nullptr);
   ncclResult_t first = ncclSuccess;
   std::exception_ptr err;
   {
-    // One thread initialises several ranks: NCCL requires a group for
-    // that, and the group must be closed whatever happens inside it.
+    // One thread creates several ranks: NCCL requires a group for that,
+    // and the group must be closed whatever happens inside it.
     std::lock_guard<std::mutex> lock(mu_);
     lib.ncclGroupStart();
     try {
@@ -45,37 +91,42 @@ NcclClique::NcclClique(const ncclUniqueId& id, int nranks, int first_rank,
         ScopedContext scope(contexts[i]);
         ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
         config.blocking = blocking_ ? 1 : 0;
-        ncclResult_t r = lib.ncclCommInitRankConfig(&comms_[i], nranks, id,
-                                                    first_rank + static_cast<int>(i), &config);
+        ncclResult_t r = make(i, &config);
         if (first == ncclSuccess && r != ncclInProgress) first = r;
       }
     } catch (...) {
       err = std::current_exception();
     }
-    // Blocking: the group's end waits for every rank's init (bounded: an
-    // init cannot be revoked, so the watchdog aborts it at the deadline).
-    ncclResult_t r = blocking_ && !err ? bounded("ncclCommInitRankConfig", deadline, false,
-                                                 [&] { return lib.ncclGroupEnd(); })
-                                       : lib.ncclGroupEnd();
+    // Blocking: the group's end waits for every rank (bounded: a creation
+    // cannot be revoked, so the watchdog aborts it at the deadline).
+    ncclResult_t r = blocking_ && !err
+                         ? bounded(what, deadline, false, [&] { return lib.ncclGroupEnd(); })
+                         : lib.ncclGroupEnd();
     if (first == ncclSuccess && r != ncclInProgress) first = r;
   }
   try {
     if (err) std::rethrow_exception(err);
-    if (first != ncclSuccess) raise(0, first, "ncclCommInitRankConfig");
-    for (size_t i = 0; i < comms_.size(); ++i) {
-      settle(i, ncclInProgress, "ncclCommInitRankConfig", deadline);
-    }
+    if (first != ncclSuccess) raise(0, first, what);
+    for (size_t i = 0; i < comms_.size(); ++i) settle(i, ncclInProgress, what, deadline);
   } catch (const std::exception& e) {
     // No destructor for a constructor that throws: release NCCL here.
-    abort(str_cat("NCCL set-up (", name_, ") failed: ", e.what()));
+    abort(str_cat("NCCL set-up (", name_, ", ", what, ") failed: ", e.what()));
     throw;
   }
 }
 
 NcclClique::~NcclClique() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (aborted_.load()) return;  // abort() released everything
   const NcclLib& lib = nccl();
+  if (aborted_.load()) {
+    // abort() released everything, or kept the handles for a shrink.
+    if (!handles_aborted_.load()) {
+      for (ncclComm_t c : comms_) {
+        if (c != nullptr) lib.ncclCommAbort(c);
+      }
+    }
+    return;
+  }
   // Finalize flushes outstanding work (a group: one thread, several ranks);
   // bounded, and aborted past the bound.
   const TimePoint deadline = deadline_after(10.0);
@@ -114,6 +165,14 @@ void NcclClique::abort_locked(const std::string& why) noexcept {
   aborted_.store(true);
   const NcclLib& lib = nccl();                // loaded, or there would be no clique
   const bool done = handles_aborted_.load();  // by the watchdog, under a call
+  if (keep_.load() && !done && lib.shrinks()) {
+    // Kept for the survivors' ncclCommShrink, revoked: ncclCommRevoke ends
+    // what is still in flight. The destructor aborts them when no shrink
+    // takes them.
+    if (!revoked_.load()) revoke_handles();
+    kept_.store(true);
+    return;
+  }
   for (ncclComm_t& c : comms_) {
     if (c != nullptr && !done) lib.ncclCommAbort(c);
     c = nullptr;
@@ -122,6 +181,7 @@ void NcclClique::abort_locked(const std::string& why) noexcept {
 
 void NcclClique::revoke_handles() noexcept {
   const NcclLib& lib = nccl();
+  revoked_.store(true);
   for (ncclComm_t c : comms_) {
     if (c != nullptr) lib.ncclCommRevoke(c, 0 /* NCCL_REVOKE_DEFAULT */);
   }

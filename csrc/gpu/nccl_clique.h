@@ -28,6 +28,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -45,7 +46,16 @@ class NcclClique {
   // whatever was created.
   NcclClique(const ncclUniqueId& id, int nranks, int first_rank,
              const std::vector<CUcontext>& contexts, const char* name, TimePoint deadline);
-  ~NcclClique();  // finalize (bounded) and destroy; after an abort, nothing
+  // The survivors' communicator, shrunk from `parent` (ncclCommShrink with
+  // NCCL_SHRINK_ABORT) without the NCCL ranks `excluded` (sorted): collective
+  // across the survivors, who keep their order. `parent` must be kept()
+  // (shrink_ready()); its handles stay its own (release it after). Bounded
+  // like an init; throws after releasing whatever was created.
+  NcclClique(NcclClique& parent, const std::vector<int>& excluded,
+             const std::vector<CUcontext>& contexts, const char* name, TimePoint deadline);
+  // Finalize (bounded) and destroy; after an abort, nothing, or
+  // ncclCommAbort of the handles it kept.
+  ~NcclClique();
   NcclClique(const NcclClique&) = delete;
   NcclClique& operator=(const NcclClique&) = delete;
 
@@ -67,10 +77,29 @@ class NcclClique {
   void check(const char* what);
 
   // Aborts every communicator and remembers `why`. Never throws; idempotent.
+  // After keep_on_abort() (and with an NCCL that shrinks, NcclLib::
+  // shrinks()) the handles are kept instead, revoked (ncclCommRevoke ends
+  // the operations in flight), so that the survivors can shrink them:
+  // pytfcomm uses them for nothing else.
   void abort(const std::string& why) noexcept;
   bool aborted() const { return aborted_.load(); }
+  void keep_on_abort() { keep_.store(true); }
+  // Aborted, with the handles kept for ncclCommShrink.
+  bool shrink_ready() const { return aborted_.load() && kept_.load() && !handles_aborted_.load(); }
+
+  // Which NCCL communicator this is, the same on every rank of it: the
+  // ncclUniqueId's digest, or for a shrunk one, its parent's and the
+  // excluded ranks'. With nranks() and first_rank(), what the survivors
+  // compare before shrinking (gpu/clique.h).
+  uint64_t token() const { return token_; }
+  int nranks() const { return nranks_; }
+  int first_rank() const { return first_rank_; }
 
  private:
+  // The constructors' common part: make(i, config) creates comms_[i]
+  // (ncclCommInitRankConfig or ncclCommShrink), in one group, then settles.
+  void create(const char* what, const std::vector<CUcontext>& contexts,
+              const std::function<ncclResult_t(size_t, ncclConfig_t*)>& make, TimePoint deadline);
   void settle(size_t i, ncclResult_t r, const char* what, TimePoint deadline);
   [[noreturn]] void raise(size_t i, ncclResult_t r, const char* what);
   void abort_locked(const std::string& why) noexcept;
@@ -87,8 +116,14 @@ class NcclClique {
 
   const char* name_;
   bool blocking_ = false;
+  int nranks_ = 0;
+  int first_rank_ = 0;
+  uint64_t token_ = 0;
   std::vector<ncclComm_t> comms_;
   std::atomic<bool> handles_aborted_{false};  // abort_handles() ran
+  std::atomic<bool> revoked_{false};          // revoke_handles() ran
+  std::atomic<bool> keep_{false};             // keep_on_abort()
+  std::atomic<bool> kept_{false};             // abort() kept the handles
   std::mutex mu_;                             // held for each NCCL call
   std::atomic<bool> aborted_{false};
   std::string why_;  // written once, before aborted_ is set

@@ -33,6 +33,7 @@ std::string try_load(const std::string& path) {
   PTC_NCCL_FUNCS(PTC_RESOLVE)
 #undef PTC_RESOLVE
   lib.ncclCommRevoke = reinterpret_cast<NcclCommRevokeFn>(dlsym(h, "ncclCommRevoke"));
+  lib.ncclCommShrink = reinterpret_cast<NcclCommShrinkFn>(dlsym(h, "ncclCommShrink"));
   if (lib.ncclGetVersion(&lib.version) != ncclSuccess) {
     dlclose(h);
     return "ncclGetVersion failed";

@@ -29,8 +29,14 @@ namespace pytfcomm::gpu {
   X(ncclAllGather)          \
   X(ncclBroadcast)
 
-// ncclCommRevoke (NCCL 2.28+), declared here so that older headers build.
+// ncclCommRevoke (NCCL 2.28+) and ncclCommShrink (2.27+), declared here so
+// that older headers build.
 using NcclCommRevokeFn = ncclResult_t (*)(ncclComm_t comm, int revoke_flags);
+using NcclCommShrinkFn = ncclResult_t (*)(ncclComm_t comm, int* exclude_ranks, int exclude_count,
+                                          ncclComm_t* newcomm, ncclConfig_t* config,
+                                          int shrink_flags);
+// NCCL_SHRINK_ABORT: end the parent's outstanding operations, then shrink.
+constexpr int kNcclShrinkAbort = 1;
 
 struct NcclLib {
 #define PTC_DECLARE(name) decltype(&::name) name = nullptr;
@@ -39,6 +45,16 @@ struct NcclLib {
   // Optional: null when the loaded NCCL lacks it (then communicators are
   // non-blocking; gpu/nccl_clique.h).
   NcclCommRevokeFn ncclCommRevoke = nullptr;
+  // Optional: null when the loaded NCCL lacks it (then the survivors of a
+  // lost rank get a new communicator from a fresh ncclUniqueId; gpu/clique.h).
+  NcclCommShrinkFn ncclCommShrink = nullptr;
+  // Whether the survivors of a lost rank shrink the old communicator: it
+  // needs ncclCommShrink, and ncclCommRevoke to end the failed call's work
+  // at once. Without the revoke (NCCL 2.27) that work would stay in flight
+  // until the shrink, on the GPU's stream, holding back the device's
+  // synchronous copies (the program's next step copies before its first
+  // collective): the old communicator is aborted and re-created instead.
+  bool shrinks() const { return ncclCommShrink != nullptr && ncclCommRevoke != nullptr; }
   std::string path;
   int version = 0;  // NCCL_VERSION_CODE of the loaded library, e.g. 23007
 };

@@ -43,6 +43,14 @@ MAX_S = 90.0  # the whole run, a bound for every loop
 COUNT = 1 << 18  # float32 elements per all-reduce (1 MiB)
 
 
+def _publish_pid(path: Path) -> None:
+    """Writes this process's pid to ``path`` in one step (the test reads it as soon as
+    the name exists)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(str(os.getpid()))
+    os.replace(tmp, path)
+
+
 def main() -> None:
     out, after, mode = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     me = int(os.environ["PYTFCOMM_ELASTIC_ID"])
@@ -63,7 +71,7 @@ def main() -> None:
             comm.allreduce(x, out=y)
             if mode == "host":
                 if me == victim and step == 4:
-                    (out / "victim").write_text(str(os.getpid()))
+                    _publish_pid(out / "victim")
                     time.sleep(MAX_S)
                 comm.allreduce(np.ones(1))
         except pytfcomm.CommError as exc:
@@ -85,7 +93,7 @@ def main() -> None:
             done_after += 1
         if step == 4 and "reformed" not in times:
             if me == victim and mode != "host":
-                (out / "victim").write_text(str(os.getpid()))
+                _publish_pid(out / "victim")
             if mode == "between":
                 time.sleep(1.5)
     gpu = core.gpu_info()

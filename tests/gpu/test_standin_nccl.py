@@ -45,7 +45,9 @@ EXPORTS = {
     "ncclAllGather",
     "ncclBroadcast",
 }
-OPTIONAL = {"ncclCommRevoke"}  # NCCL 2.28+; pytfcomm's blocking mode needs it
+REVOKE = "ncclCommRevoke"  # NCCL 2.28+; pytfcomm's blocking mode needs it
+SHRINK = "ncclCommShrink"  # NCCL 2.27+; the survivors of a lost rank shrink with it
+OPTIONAL = {REVOKE, SHRINK}
 
 
 def _missing() -> str | None:
@@ -133,10 +135,19 @@ def run(
     return outputs
 
 
-@pytest.mark.parametrize(("where", "want"), [("", EXPORTS | OPTIONAL), ("norevoke", EXPORTS)])
+@pytest.mark.parametrize(
+    ("where", "want"),
+    [
+        ("", EXPORTS | OPTIONAL),
+        ("norevoke", EXPORTS),
+        ("noshrink", EXPORTS | {REVOKE}),
+        ("shrink227", EXPORTS | {SHRINK}),
+    ],
+)
 def test_exports_exactly_what_pytfcomm_loads(build: Path, where: str, want: set[str]) -> None:
-    """libnccl.so.2 exports what pytfcomm loads, ncclCommRevoke included;
-    norevoke/libnccl.so.2 (an NCCL before 2.28) the same without it."""
+    """libnccl.so.2 exports what pytfcomm loads, ncclCommRevoke and ncclCommShrink
+    included; norevoke/libnccl.so.2 (an NCCL before 2.27) the same without either,
+    noshrink/ without ncclCommShrink, shrink227/ (NCCL 2.27) without ncclCommRevoke."""
     lib = build / where / "libnccl.so.2"
     out = subprocess.run(
         ["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True

@@ -79,7 +79,8 @@ ncclResult_t Comm::state() {
   return ncclSuccess;
 }
 
-ncclResult_t join(Comm& c, const ncclUniqueId& id) {
+ncclResult_t join(Comm& c, const ncclUniqueId& id, const std::string& poison) {
+  c.id = id;
   c.name = segment_name(&id, sizeof(id));
   size_t slot = c.knobs.slot_bytes != 0 ? c.knobs.slot_bytes : kDefaultSlotBytes;
   // A reduce-scatter step needs room for at least one 8-byte element per rank.
@@ -101,6 +102,10 @@ ncclResult_t join(Comm& c, const ncclUniqueId& id) {
                       std::to_string(c.nranks) + " ranks (" + c.name + ")";
     s->poison(msg);
     return fail(ncclInvalidUsage, "NCCL stand-in: " + msg);
+  }
+  if (!poison.empty()) {
+    s->poison(poison);
+    return fail(ncclInternalError, "NCCL stand-in: " + poison);
   }
   if (s->header()->taken[c.rank].exchange(1) != 0) {
     std::string msg = who + " was claimed twice";

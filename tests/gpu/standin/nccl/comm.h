@@ -21,7 +21,8 @@ struct Comm {
   int nranks = 0;
   bool blocking = true;
   Knobs knobs;
-  std::string name;  // the segment's name, for messages
+  std::string name;   // the segment's name, for messages
+  ncclUniqueId id{};  // what it was made from (ncclCommShrink derives its child's)
   std::unique_ptr<Segment> seg;
 
   std::atomic<bool> stop{false};        // aborted or destroyed: waits end, work fails
@@ -58,7 +59,9 @@ struct Comm {
 // Misuse (nranks disagree, rank out of range or taken twice) fails this
 // rank with ncclInvalidUsage and poisons the segment so every other rank's
 // init fails too.
-ncclResult_t join(Comm& c, const ncclUniqueId& id);
+// `poison` (PTCSI_NCCL_SHRINK_FAIL): instead of claiming its rank, this
+// rank poisons the segment with that text and fails (ncclInternalError).
+ncclResult_t join(Comm& c, const ncclUniqueId& id, const std::string& poison = "");
 
 // Handles: each ncclComm_t is a small never-freed token, so a handle used
 // after abort/destroy is recognised (ncclInvalidArgument) and never reused.

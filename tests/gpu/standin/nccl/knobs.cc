@@ -46,6 +46,14 @@ Knobs read_knobs() {
       std::fprintf(stderr, "NCCL stand-in: ignoring PTCSI_NCCL_NEVER_JOIN=%s\n", v);
     }
   }
+  if (const char* v = std::getenv("PTCSI_NCCL_SHRINK_FAIL"); v != nullptr && *v != '\0') {
+    uint64_t r = 0;
+    if (parse_u64(v, &r)) {
+      k.shrink_fail = static_cast<int>(r);
+    } else {
+      std::fprintf(stderr, "NCCL stand-in: ignoring PTCSI_NCCL_SHRINK_FAIL=%s\n", v);
+    }
+  }
   read_at("PTCSI_NCCL_ASYNC_ERROR_AT", &k.error_at, &k.error_rank);
   read_at("PTCSI_NCCL_HANG_AT", &k.hang_at, &k.hang_rank);
   read_at("PTCSI_NCCL_STOP_AT", &k.stop_at, &k.stop_rank);

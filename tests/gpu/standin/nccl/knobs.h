@@ -18,6 +18,7 @@ struct Knobs {
   uint64_t stop_at = 0;       // PTCSI_NCCL_STOP_AT: stopped before the n-th launch
   int stop_rank = -1;         //   ... on this rank only (-1 = every rank)
   bool launch_waits = false;  // PTCSI_NCCL_LAUNCH_WAITS=1 (blocking comms)
+  int shrink_fail = -1;       // PTCSI_NCCL_SHRINK_FAIL: this parent rank's shrink fails
   bool error_here(int rank, uint64_t n) const {
     return error_at != 0 && n == error_at && (error_rank < 0 || error_rank == rank);
   }

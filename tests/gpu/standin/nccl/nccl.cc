@@ -53,11 +53,23 @@
 //       once every rank launched the same collective (as NCCL's connection
 //       set-up at a peer's first use does), or fails when revoked/aborted.
 //   PTCSI_NCCL_TRACE=<file>             appends a line "<pid> <call> <rank>/<nranks>"
-//       for every communicator's init, finalize, destroy and abort (read at
+//       for every communicator's init, shrink, finalize, destroy and abort (read at
 //       each call), so that tests can count what was released and how.
+//   PTCSI_NCCL_SHRINK_FAIL=<rank>       that parent rank's ncclCommShrink
+//       poisons the child's segment and fails (ncclInternalError): every
+//       survivor's child init fails.
+//
+// ncclCommShrink (NCCL 2.27+) is exported unless built with PTCSI_NO_SHRINK
+// (noshrink/ and norevoke/ of ../CMakeLists.txt): the survivors' child joins
+// a segment named after the parent's id and the excluded ranks (so every
+// survivor finds the same), ranks renumbered in order, traced as
+// "ncclCommShrink <new rank>/<new nranks>"; NCCL_SHRINK_ABORT first ends the
+// parent's waits and queued work (as an abort does), whose handle stays
+// valid until aborted or destroyed. Without it (NCCL_SHRINK_DEFAULT) a
+// parent with work in flight or an error is ncclInvalidUsage.
 //
 // ncclCommRevoke (NCCL 2.28+) is exported unless built with PTCSI_NO_REVOKE
-// (the CMake target nccl_standin_norevoke: an older NCCL, found by dlsym):
+// (norevoke/ and shrink227/: an older NCCL, found by dlsym):
 // it ends every wait of the comm (a blocked launch returns
 // ncclInvalidUsage, queued work fails), ncclCommGetAsyncError then says
 // ncclInProgress until no work item is queued, then ncclSuccess; later
@@ -66,6 +78,7 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
@@ -301,35 +314,31 @@ PTCSI_NCCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   return ncclSuccess;
 }
 
-PTCSI_NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* newcomm, int nranks, ncclUniqueId id,
-                                                   int rank, ncclConfig_t* config) {
-  if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRankConfig: null comm");
-  *newcomm = nullptr;
-  bool blocking = true;
-  if (config != nullptr) {
-    constexpr size_t need = offsetof(ncclConfig_t, blocking) + sizeof(int);
-    if (config->size < need || config->magic != NCCL_API_MAGIC) {
-      return fail(ncclInvalidArgument,
-                  "ncclCommInitRankConfig: config not set up with NCCL_CONFIG_INITIALIZER "
-                  "(size/magic)");
-    }
-    if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
-      if (config->blocking != 0 && config->blocking != 1) {
-        return fail(ncclInvalidArgument, "ncclCommInitRankConfig: config.blocking must be 0 or 1");
-      }
-      blocking = config->blocking == 1;
-    }
+// config's blocking (its size/magic checked); `inherit` when config is null.
+static ncclResult_t read_config(const char* call, const ncclConfig_t* config, bool inherit,
+                                bool* blocking) {
+  *blocking = inherit;
+  if (config == nullptr) return ncclSuccess;
+  constexpr size_t need = offsetof(ncclConfig_t, blocking) + sizeof(int);
+  if (config->size < need || config->magic != NCCL_API_MAGIC) {
+    return fail(
+        ncclInvalidArgument,
+        std::string(call) + ": config not set up with NCCL_CONFIG_INITIALIZER (size/magic)");
   }
-  if (nranks < 1 || nranks > kMaxRanks) {
-    return fail(ncclInvalidArgument,
-                "ncclCommInitRankConfig: nranks " + std::to_string(nranks) + " out of range");
+  if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
+    if (config->blocking != 0 && config->blocking != 1) {
+      return fail(ncclInvalidArgument, std::string(call) + ": config.blocking must be 0 or 1");
+    }
+    *blocking = config->blocking == 1;
   }
-  auto c = std::make_shared<Comm>();
-  c->rank = rank;
-  c->nranks = nranks;
-  c->blocking = blocking;
-  c->knobs = read_knobs();
-  ncclResult_t r = join(*c, id);
+  return ncclSuccess;
+}
+
+// The common part of init and shrink: c (rank, nranks, blocking set) joins
+// `id`'s segment; the handle goes to *newcomm.
+static ncclResult_t start_comm(std::shared_ptr<Comm> c, const ncclUniqueId& id, ncclComm_t* newcomm,
+                               const char* call, const std::string& poison = "") {
+  ncclResult_t r = join(*c, id, poison);
   GroupState& g = group();
   if (r != ncclSuccess) {
     if (g.depth > 0 && g.error == ncclSuccess) {
@@ -340,14 +349,92 @@ PTCSI_NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* newcomm, int nran
   }
   c->mark_busy();
   *newcomm = register_comm(c);
-  trace("ncclCommInitRankConfig", *c);
+  trace(call, *c);
   if (g.depth > 0) {
     g.inits.push_back(c);  // a blocking one is waited for at the outermost ncclGroupEnd
-    return blocking ? ncclSuccess : ncclInProgress;
+    return c->blocking ? ncclSuccess : ncclInProgress;
   }
-  if (!blocking) return ncclInProgress;
+  if (!c->blocking) return ncclInProgress;
   return wait_settled(*c);
 }
+
+PTCSI_NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* newcomm, int nranks, ncclUniqueId id,
+                                                   int rank, ncclConfig_t* config) {
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRankConfig: null comm");
+  *newcomm = nullptr;
+  bool blocking = true;
+  ncclResult_t r = read_config("ncclCommInitRankConfig", config, true, &blocking);
+  if (r != ncclSuccess) return r;
+  if (nranks < 1 || nranks > kMaxRanks) {
+    return fail(ncclInvalidArgument,
+                "ncclCommInitRankConfig: nranks " + std::to_string(nranks) + " out of range");
+  }
+  auto c = std::make_shared<Comm>();
+  c->rank = rank;
+  c->nranks = nranks;
+  c->blocking = blocking;
+  c->knobs = read_knobs();
+  return start_comm(c, id, newcomm, "ncclCommInitRankConfig");
+}
+
+#ifndef PTCSI_NO_SHRINK
+PTCSI_NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList,
+                                           int excludeRanksCount, ncclComm_t* newcomm,
+                                           ncclConfig_t* config, int shrinkFlags) {
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommShrink: null newcomm");
+  *newcomm = nullptr;
+  std::shared_ptr<Comm> p = find_comm(comm);
+  if (p == nullptr) return fail(ncclInvalidArgument, "ncclCommShrink: invalid communicator");
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+    return fail(ncclInvalidArgument, "ncclCommShrink: unknown shrinkFlags");
+  }
+  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
+    return fail(ncclInvalidArgument, "ncclCommShrink: bad exclude list");
+  }
+  std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
+  std::sort(excluded.begin(), excluded.end());
+  for (size_t i = 0; i < excluded.size(); ++i) {
+    if (excluded[i] < 0 || excluded[i] >= p->nranks || (i > 0 && excluded[i] == excluded[i - 1]) ||
+        excluded[i] == p->rank) {
+      return fail(ncclInvalidArgument, "ncclCommShrink: excluded rank " +
+                                           std::to_string(excluded[i]) +
+                                           " out of range, repeated or the caller's own");
+    }
+  }
+  // As NCCL: without NCCL_SHRINK_ABORT the parent must be quiescent.
+  if (shrinkFlags == NCCL_SHRINK_DEFAULT &&
+      (p->pending.load() > 0 || p->stuck.load() || p->error.load() != ncclSuccess)) {
+    return fail(ncclInvalidUsage,
+                "ncclCommShrink: the parent has operations in flight or an error; use "
+                "NCCL_SHRINK_ABORT");
+  }
+  bool blocking = p->blocking;
+  ncclResult_t r = read_config("ncclCommShrink", config, p->blocking, &blocking);
+  if (r != ncclSuccess) return r;
+  if (shrinkFlags == NCCL_SHRINK_ABORT) p->stop.store(true);  // its waits end, queued work fails
+  // Every survivor derives the same child id from the parent's and the list.
+  ncclUniqueId id = p->id;
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int b = 0; b < 8; ++b) h = (h ^ ((v >> (8 * b)) & 0xff)) * 1099511628211ull;
+  };
+  for (char ch : std::string(id.internal, sizeof(id.internal))) mix(static_cast<uint8_t>(ch));
+  mix(excluded.size());
+  for (int e : excluded) mix(static_cast<uint64_t>(e));
+  std::memcpy(id.internal + sizeof(kIdPrefix), &h, sizeof(h));
+  auto c = std::make_shared<Comm>();
+  c->rank = p->rank - static_cast<int>(std::lower_bound(excluded.begin(), excluded.end(), p->rank) -
+                                       excluded.begin());
+  c->nranks = p->nranks - excludeRanksCount;
+  c->blocking = blocking;
+  c->knobs = read_knobs();
+  std::string poison;
+  if (c->knobs.shrink_fail == p->rank) {
+    poison = "PTCSI_NCCL_SHRINK_FAIL: parent rank " + std::to_string(p->rank) + "'s shrink failed";
+  }
+  return start_comm(c, id, newcomm, "ncclCommShrink", poison);
+}
+#endif
 
 PTCSI_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   std::shared_ptr<Comm> c = find_comm(comm);

@@ -39,36 +39,13 @@ T0 = time.time()  # a joiner's start, before numpy and pytfcomm are imported
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+from elastic_workers import _layout, _wait_for  # noqa: E402  (this folder: sys.path[0])
 
 import pytfcomm  # noqa: E402
 import pytfcomm.elastic as pe  # noqa: E402
 
-MAX_WAIT = 60.0
 CAP = 2000
 PACE = 0.02
-
-
-def _wait_for(path: Path) -> None:
-    deadline = time.monotonic() + MAX_WAIT
-    while not path.exists():
-        if time.monotonic() > deadline:
-            sys.exit(f"never appeared: {path}")
-        time.sleep(0.01)
-
-
-def _layout(comm: pytfcomm.Communicator) -> dict:
-    """Where this rank sits: as its communicator works it out, and as its environment
-    (pytfcomm-run's, then reform()'s) says."""
-    names = (
-        "PYTFCOMM_LOCAL_RANK",
-        "PYTFCOMM_LOCAL_SIZE",
-        "HOROVOD_CROSS_RANK",
-        "HOROVOD_CROSS_SIZE",
-    )
-    return {
-        "comm": [comm.local_rank, comm.local_size, comm.num_hosts],
-        "env": [int(os.environ[n]) for n in names],
-    }
 
 
 def main() -> None:

@@ -119,6 +119,16 @@ GroupState& group() {
   return g;
 }
 
+// A call that failed inside a group leaves the group's first error for
+// ncclGroupEnd; returns r.
+ncclResult_t group_failed(GroupState& g, ncclResult_t r) {
+  if (g.depth > 0 && g.error == ncclSuccess) {
+    g.error = r;
+    g.error_text = last_error();
+  }
+  return r;
+}
+
 void sleep_tick() { std::this_thread::sleep_for(std::chrono::microseconds(200)); }
 
 // Waits for a blocking comm's init (or a finalize) to settle.
@@ -215,13 +225,7 @@ ncclResult_t collective(Kind kind, const void* send, void* recv, size_t count, n
     r = fail(static_cast<ncclResult_t>(c->error.load()), c->error_text());
   }
   GroupState& g = group();
-  if (r != ncclSuccess) {
-    if (g.depth > 0 && g.error == ncclSuccess) {
-      g.error = r;
-      g.error_text = last_error();
-    }
-    return r;
-  }
+  if (r != ncclSuccess) return group_failed(g, r);
   if (count == 0) return ncclSuccess;
   // pytfcomm's compact verification (csrc/gpu/verify_cache.h) is not
   // counted, so the fault knobs name the same data collective with it or
@@ -340,13 +344,7 @@ static ncclResult_t start_comm(std::shared_ptr<Comm> c, const ncclUniqueId& id, 
                                const char* call, const std::string& poison = "") {
   ncclResult_t r = join(*c, id, poison);
   GroupState& g = group();
-  if (r != ncclSuccess) {
-    if (g.depth > 0 && g.error == ncclSuccess) {
-      g.error = r;
-      g.error_text = last_error();
-    }
-    return r;
-  }
+  if (r != ncclSuccess) return group_failed(g, r);
   c->mark_busy();
   *newcomm = register_comm(c);
   trace(call, *c);

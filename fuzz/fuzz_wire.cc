@@ -140,6 +140,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (v == wire::FrameVerdict::kOk && (got.nbytes != 64 || !(got.meta == want))) {
         __builtin_trap();
       }
+      // A first step sent ahead is read into memory: never over the cap.
+      if (v == wire::FrameVerdict::kAhead && got.nbytes > (1 << 20)) __builtin_trap();
       // An abort's reason is read into a buffer of this size: never more.
       if (v == wire::FrameVerdict::kAbort &&
           (got.nbytes > wire::kMaxAbortReason || (got.reserved & ~wire::kAbortAllFlags) != 0)) {

@@ -36,6 +36,18 @@ void recursive_doubling_allreduce(const Context& c, const Group& g, Phase phase,
 void halving_doubling_allreduce(const Context& c, const Group& g, Phase phase, const void* in,
                                 void* out, size_t count, DType dtype, ReduceOp op, int64_t divisor);
 
+// What a pairwise all-reduce (`phase` kRecursiveDoubling or
+// kHalvingDoubling) of `count` elements over `g` sends first: elements
+// [begin, begin + count) of its input, to global rank `peer`, who sends the
+// like back. Only where every member takes part in the pairwise steps (a
+// power of two of them, no fold); else peer is -1.
+struct FirstSend {
+  int peer = -1;
+  size_t begin = 0;
+  size_t count = 0;
+};
+FirstSend first_send(Phase phase, const Group& g, size_t count);
+
 // Ring reduce-scatter over the balanced split of `count` elements: the member
 // with group index i ends with part i reduced, written at its own offset in
 // `out` (a full-size buffer). Other parts of `out` are left unspecified.

@@ -75,12 +75,22 @@ class Tracer {
   virtual void phase_end() = 0;
 };
 
+// A pairwise all-reduce's first message (first_send()) that went ahead of
+// the data phase, right behind a negotiation record (docs/negotiation.md):
+// `sent`, this member's, so it is not sent again; `came`, its first
+// partner's, taken with DataPlane::take_ahead() instead of a receive.
+struct Ahead {
+  bool sent = false;
+  bool came = false;
+};
+
 struct Context {
   transport::DataPlane& transport;  // the data movement only (transport/data_plane.h)
   transport::MessageMeta meta;      // seq/kind/dtype/op/root/count of this collective
   Workspace& workspace;
   size_t segment_bytes;      // pipeline granularity
   Tracer* tracer = nullptr;  // null unless PYTFCOMM_TIMELINE is set
+  Ahead ahead{};             // only recursive and halving-doubling all-reduces read it
 
   transport::MessageMeta with_phase(Phase p) const {
     transport::MessageMeta m = meta;

@@ -42,15 +42,21 @@ struct Combine {
 // out[recv] = combine(partner's, src[recv]), each segment received into its
 // place in `out` when `src` is another buffer (the reduction then finds it in
 // cache, as in ring.cc), else into a slot.
+// With `ahead` (the first exchange, Context::ahead): this rank's half
+// already went (ahead->sent) and/or the partner's is here in full
+// (ahead->came: taken from the transport, combined with no receive).
 void exchange(const Context& c, const transport::MessageMeta& meta, int partner, const char* src,
-              Span send, char* out, Span recv, DType dt, const Combine* combine) {
+              Span send, char* out, Span recv, DType dt, const Combine* combine,
+              const Ahead* first = nullptr) {
   transport::DataPlane& t = c.transport;
   const size_t es = dtype_size(dt);
   const size_t seg = std::max<size_t>(1, c.segment_bytes / es);
-  const size_t nsend = (send.count + seg - 1) / seg;
+  const size_t nsend = first && first->sent ? 0 : (send.count + seg - 1) / seg;
   const size_t nrecv = (recv.count + seg - 1) / seg;
   const size_t ahead = std::max<size_t>(kSlots, kSendAheadBytes / (seg * es));
-  const bool in_slots = combine && src == out;
+  const char* arrived =
+      first && first->came ? t.take_ahead(partner, recv.count * es, meta) : nullptr;
+  const bool in_slots = combine && src == out && !arrived;
   char* slots = in_slots ? static_cast<char*>(c.workspace.get(3, kSlots * seg * es)) : nullptr;
   size_t sent = 0, posted = 0;
   std::vector<transport::Handle> sends;
@@ -71,13 +77,15 @@ void exchange(const Context& c, const transport::MessageMeta& meta, int partner,
     recvs[u] = t.post_recv(partner, landing(u), k * es, meta);
   };
   for (size_t u = 0; u < nrecv; ++u) {
-    for (; posted < nrecv && posted < u + kSlots; ++posted) post(posted);
+    if (!arrived) {
+      for (; posted < nrecv && posted < u + kSlots; ++posted) post(posted);
+    }
     pump(u + ahead);
-    t.wait(recvs[u]);
+    if (!arrived) t.wait(recvs[u]);
     if (!combine) continue;
     const size_t at = (recv.begin + u * seg) * es;
     const size_t k = std::min(seg, recv.count - u * seg);
-    const char* theirs = landing(u);
+    const char* theirs = arrived ? arrived + u * seg * es : landing(u);
     const char* a = combine->partner_lower ? theirs : src + at;
     const char* b = combine->partner_lower ? src + at : theirs;
     if (combine->divide && combine->op == ReduceOp::kMean) {
@@ -120,7 +128,9 @@ void halving_doubling_allreduce(const Context& c, const Group& g, Phase phase, c
     const Span keep = lower ? low : high, give = lower ? high : low;
     steps.push_back({mine, give});
     const Combine combine{op, !lower, d * 2 == f.p, divisor};
-    exchange(c, meta, real(vpartner), cur, give, out, keep, dt, &combine);
+    // The first exchange may have gone ahead (first_send() says what it is).
+    exchange(c, meta, real(vpartner), cur, give, out, keep, dt, &combine,
+             d == 1 ? &c.ahead : nullptr);
     cur = out;
     mine = keep;
   }

@@ -23,15 +23,20 @@ void recursive_doubling_allreduce(const Context& c, const Group& g, Phase phase,
   for (int d = 1; d < f.p; d *= 2) {
     int vpartner = f.vme ^ d;
     int partner = g.global(f.real(vpartner));
-    auto r = t.post_recv(partner, tmp, bytes, meta);
-    auto s = t.post_send(partner, out, bytes, meta);
-    t.wait(r);
-    t.wait(s);
+    // The first exchange may have gone ahead (Context::ahead; first_send()
+    // says what it is: the whole input, to the partner at distance 1).
+    const bool take = d == 1 && c.ahead.came, skip = d == 1 && c.ahead.sent;
+    transport::Handle r = 0, s = 0;
+    if (!take) r = t.post_recv(partner, tmp, bytes, meta);
+    if (!skip) s = t.post_send(partner, out, bytes, meta);
+    const char* theirs = take ? t.take_ahead(partner, bytes, meta) : tmp;
+    if (!take) t.wait(r);
+    if (!skip) t.wait(s);
     // The same operand order on both sides makes both results identical.
     if (f.vme < vpartner) {
-      reduce(out, out, tmp, count, dt, op);
+      reduce(out, out, theirs, count, dt, op);
     } else {
-      reduce(out, tmp, out, count, dt, op);
+      reduce(out, theirs, out, count, dt, op);
     }
   }
   if (op == ReduceOp::kMean && divisor != 1) divide(out, out, count, dt, divisor);

@@ -247,6 +247,11 @@ PYBIND11_MODULE(_core, m) {
       .def("stream_states", &Communicator::stream_states)
       .def("last_algorithm",
            [](const Communicator& c) { return pytfcomm::algorithm_name(c.last_algorithm()); })
+      .def(
+          "first_steps_ahead",
+          [](const Communicator& c) { return py::make_tuple(c.ahead_sent(), c.ahead_taken()); },
+          "(sent, taken): first messages of pairwise all-reduces this rank sent right behind "
+          "its negotiation records, and its partners' it used (docs/negotiation.md)")
       .def("choose_allreduce",
            [](const Communicator& c, size_t bytes) {
              return pytfcomm::algorithm_name(c.choose_allreduce(bytes));

@@ -5,10 +5,12 @@
 // every rank and any thread may ask for them.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "algorithms/algorithms.h"
 #include "algorithms/collective.h"
 #include "common/algorithm.h"
 #include "engine/negotiator.h"
@@ -20,6 +22,9 @@ namespace pytfcomm {
 class StallInspector;  // observe/stall_inspector.h
 class TimelineSlot;
 struct EngineConfig;
+
+// The metadata every message of `r` carries, as its `seq`-th collective.
+transport::MessageMeta meta_of(const Request& r, uint32_t seq);
 
 class CollectiveExecutor {
  public:
@@ -39,9 +44,29 @@ class CollectiveExecutor {
   size_t allreduce_segment(Algorithm a, size_t bytes) const;
   Algorithm last_algorithm() const { return last_algorithm_; }
 
+  // First messages sent ahead (sent_ahead.cc, docs/negotiation.md). Before
+  // this rank publishes a record of `round` whose only announcement is `r`
+  // (not run within the round: its input does not ride in the record):
+  // whether r's first message can go right behind it (then the record says
+  // so, and send_ahead() sends it once the record is out).
+  bool can_send_ahead(const Request& r);
+  void send_ahead(const Request& r, uint64_t round);
+  // A round that went the fast path with `r` alone: which of the first
+  // messages of r's pairwise exchange went ahead (this rank's, its partner's,
+  // as their records say).
+  algorithms::Ahead ahead_in_round(const Request& r, uint64_t round);
+  // How many first messages this rank sent ahead, and how many of its
+  // partners' it used (the others were dropped: their rounds decided otherwise).
+  uint64_t ahead_sent() const { return ahead_sent_.load(std::memory_order_relaxed); }
+  uint64_t ahead_taken() const { return ahead_taken_.load(std::memory_order_relaxed); }
+
  private:
+  // What r's first message would be: its peer (-1: none goes ahead), bytes
+  // and meta; `phase` of the algorithm r runs.
+  algorithms::FirstSend first_send_of(const Request& r, transport::MessageMeta* meta) const;
   void execute_eager(Request& r, const Decision& d);
-  void run_algorithm(Request& r, const transport::MessageMeta& meta);
+  void run_algorithm(Request& r, const transport::MessageMeta& meta,
+                     const algorithms::Ahead& ahead);
   Algorithm resolve_allreduce(Algorithm asked, size_t bytes) const;
 
   const EngineConfig& cfg_;
@@ -52,6 +77,9 @@ class CollectiveExecutor {
   algorithms::Workspace workspace_;
   uint32_t exec_seq_ = 0;
   Algorithm last_algorithm_ = Algorithm::kAuto;
+  uint64_t ahead_round_ = 0;  // the round whose record said this rank sent ahead
+  CollectiveKey ahead_key_{};
+  std::atomic<uint64_t> ahead_sent_{0}, ahead_taken_{0};
 };
 
 }  // namespace pytfcomm

@@ -202,6 +202,10 @@ class Communicator {
   // within the negotiation round, when every rank asks in the same round).
   Algorithm choose_allreduce(size_t bytes) const;
   Algorithm last_algorithm() const { return driver_.executor().last_algorithm(); }
+  // First messages of pairwise all-reduces this rank sent right behind its
+  // records, and how many of its partners' it used (docs/negotiation.md).
+  uint64_t ahead_sent() const { return driver_.executor().ahead_sent(); }
+  uint64_t ahead_taken() const { return driver_.executor().ahead_taken(); }
   // How many streams it keeps a numbering for (tests: named ones go when idle).
   size_t stream_states() const;
   // The pipeline segment algorithm `a` runs an all-reduce of `bytes` in

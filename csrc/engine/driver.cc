@@ -171,8 +171,19 @@ void Driver::publish_round() {
     if (!add_announcement(w, cache, *r, eager, data)) break;
     negotiator_.announce(r);
   }
+  // The steady state, one collective in the record and nothing else
+  // pending: its first message may ride right behind the record
+  // (engine/sent_ahead.cc).
+  Request* ahead = nullptr;
+  size_t data0 = 0;
+  if (taken == 1 && gone == 0 && negotiator_.mine().size() == 1 &&
+      !eager_input(*fresh_[0], &data0) && executor_.can_send_ahead(*fresh_[0])) {
+    ahead = fresh_[0];
+    w.set_sent_ahead();
+  }
   fresh_.erase(fresh_.begin(), fresh_.begin() + static_cast<std::ptrdiff_t>(taken));
   transport_->round_publish(w.finish());
+  if (ahead) executor_.send_ahead(*ahead, round_);
   // A request whose deadline passes while the round is open can only be
   // withdrawn after it (in the next record), and the other ranks, which
   // publish as soon as they see this record, close it within moments; only
@@ -291,6 +302,7 @@ bool Driver::fast_round() {
   d.mine = mine;
   d.mismatch.clear();
   d.eager = eager && data_complete(mine->desc, fast_data_);
+  d.ahead = d.eager ? algorithms::Ahead{} : executor_.ahead_in_round(*mine, round_);
   d.data.swap(fast_data_);
   negotiator_.take(*mine, fast_label_);
   run_decision(d);

@@ -21,8 +21,6 @@ namespace pytfcomm {
 
 using algorithms::CollectiveKind;
 
-namespace {
-
 transport::MessageMeta meta_of(const Request& r, uint32_t seq) {
   transport::MessageMeta m;
   m.seq = seq;
@@ -34,6 +32,8 @@ transport::MessageMeta meta_of(const Request& r, uint32_t seq) {
   m.shape_tag = r.desc.shape_tag;
   return m;
 }
+
+namespace {
 
 // Where a per-rank-count collective's `total` elements go: the caller's
 // alloc_out, or scratch when it has none for them (this rank still takes
@@ -164,7 +164,7 @@ void CollectiveExecutor::execute(Request& r, const Decision& d) {
       r.external->run(ExternalRun{deadline_after(r.timeout_s), timeline_.get(),
                                   [this] { transport_->keep_alive(); }});
     } else {
-      run_algorithm(r, meta);
+      run_algorithm(r, meta, d.ahead);
     }
   } catch (...) {
     inspector_->end();
@@ -212,7 +212,8 @@ size_t CollectiveExecutor::allreduce_segment(Algorithm a, size_t bytes) const {
                                                    : cfg_.segment_bytes;
 }
 
-void CollectiveExecutor::run_algorithm(Request& r, const transport::MessageMeta& meta) {
+void CollectiveExecutor::run_algorithm(Request& r, const transport::MessageMeta& meta,
+                                       const algorithms::Ahead& ahead) {
   transport_->set_context(context_);
   // The data moves once every rank is here: its deadline starts now.
   transport_->set_deadline(deadline_after(r.timeout_s));
@@ -221,8 +222,13 @@ void CollectiveExecutor::run_algorithm(Request& r, const transport::MessageMeta&
   const bool reduce = r.desc.kind == CollectiveKind::kAllreduce;
   const auto asked = static_cast<Algorithm>(r.desc.algorithm);
   const Algorithm a = reduce ? resolve_allreduce(asked, bytes) : Algorithm::kAuto;
-  algorithms::Context ctx{timeline_ ? timeline_->traced(*transport_) : *transport_, meta,
-                          workspace_, allreduce_segment(a, bytes), timeline_.get()};
+  algorithms::Context ctx{timeline_ ? timeline_->traced(*transport_) : *transport_,
+                          meta,
+                          workspace_,
+                          allreduce_segment(a, bytes),
+                          timeline_.get(),
+                          ahead};
+  if (ahead.came) ahead_taken_.fetch_add(1, std::memory_order_relaxed);
   const DType dt = r.desc.dtype;
   switch (r.desc.kind) {
     case CollectiveKind::kAllreduce: {

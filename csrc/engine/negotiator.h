@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "algorithms/collective.h"
 #include "engine/agreed_cache.h"
 #include "engine/request.h"
 #include "engine/round_record.h"
@@ -43,6 +44,9 @@ struct Decision {
   // Every rank's count, for per-rank-count kinds (empty: all equal to this
   // rank's, as when the one-entry fast path decided).
   std::vector<uint64_t> counts;
+  // First messages that went ahead, behind the records (the one-entry fast
+  // path only: CollectiveExecutor::ahead_in_round).
+  algorithms::Ahead ahead;
 };
 
 class Negotiator {

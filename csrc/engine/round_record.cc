@@ -48,6 +48,7 @@ void RecordWriter::reset(char* buf, size_t capacity, uint64_t round) {
   withdrawals_.clear();
   confirms_.clear();
   digest_ = 0;
+  flags_ = 0;
   data_.clear();
   confirm_data_.clear();
   data_bytes_ = 0;
@@ -141,6 +142,7 @@ size_t RecordWriter::finish() {
   h.bytes = offset;
   h.label_bytes = static_cast<uint32_t>(labels_.size());
   h.confirms = static_cast<uint16_t>(confirms_.size());
+  h.flags = flags_;
   std::memcpy(buf_, &h, sizeof(h));
   char* p = buf_ + sizeof(h);
   if (!entries_.empty()) std::memcpy(p, entries_.data(), entries_.size() * sizeof(RecordEntry));
@@ -170,8 +172,12 @@ std::string check_record_header(const char* rec, size_t bytes, uint64_t round, R
     return str_cat("a record of ", h.entries, " entries, ", h.withdrawals, " withdrawals and ",
                    h.confirms, " confirmations");
   }
-  if (h.label_bytes > h.entries * kMaxLabelBytes || h.reserved != 0) {
+  if (h.label_bytes > h.entries * kMaxLabelBytes) {
     return str_cat("a record with ", h.label_bytes, " bytes of labels for ", h.entries, " entries");
+  }
+  if ((h.flags & ~kRecordAllFlags) != 0) return str_cat("a record with unknown flags ", h.flags);
+  if ((h.flags & kRecordSentAhead) && (h.entries + h.confirms != 1 || h.withdrawals != 0)) {
+    return "a record that says it sent a first step ahead but announces not exactly one collective";
   }
   if (table_bytes(h.entries, h.withdrawals, h.confirms) + h.label_bytes > bytes) {
     return "a record shorter than its own table";

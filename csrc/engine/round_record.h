@@ -39,9 +39,18 @@ struct RecordHeader {
   uint64_t bytes;        // the whole record
   uint32_t label_bytes;  // the labels after the table
   uint16_t confirms;     // confirmations (cache slots) after the withdrawals
-  uint16_t reserved;
+  uint16_t flags;        // RecordFlags
 };
 static_assert(sizeof(RecordHeader) == 32, "RecordHeader is part of the wire format");
+
+enum RecordFlags : uint16_t {
+  // The sender's one announcement (no other entry, confirmation or
+  // withdrawal) is a pairwise all-reduce whose first message
+  // (algorithms::first_send) it sent right behind this record
+  // (RoundChannel::send_ahead).
+  kRecordSentAhead = 1,
+  kRecordAllFlags = 1,
+};
 
 enum RecordEntryFlags : uint32_t {
   kEntryEager = 1,     // the sender takes part in an in-round execution of it
@@ -128,6 +137,8 @@ class RecordWriter {
   // `digest`, the same for every confirmation of one record).
   void add_confirm(const Request& r, uint16_t slot, uint64_t digest, bool eager, const void* data,
                    size_t data_bytes);
+  // Sets kRecordSentAhead (the caller checks that one announcement is all).
+  void set_sent_ahead() { flags_ |= kRecordSentAhead; }
   // Finishes the record; returns its size in bytes.
   size_t finish();
   size_t entries() const { return entries_.size(); }
@@ -141,6 +152,7 @@ class RecordWriter {
   std::vector<RecordKey> withdrawals_;
   std::vector<RecordConfirm> confirms_;
   uint64_t digest_ = 0;
+  uint16_t flags_ = 0;
   struct Data {
     const void* src;
     size_t bytes;

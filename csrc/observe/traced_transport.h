@@ -31,6 +31,9 @@ class TracedTransport : public transport::DataPlane {
   }
   void wait(transport::Handle h) override;
   bool test(transport::Handle h) override { return t_.test(h); }
+  const char* take_ahead(int peer, size_t n, const transport::MessageMeta& meta) override {
+    return t_.take_ahead(peer, n, meta);
+  }
   void wait_all() override;
   void forget() {
     posts_.clear();  // keeps its capacity: no allocation per collective

@@ -54,30 +54,37 @@ std::vector<host::PeerLink> peer_links(int rank, tcp::BootstrapResult& boot,
 // Agree, before any negotiation, on what every rank must do alike: the area
 // size for rounds (0 where some rank lacks shared memory with some other),
 // the largest in-round input, the liveness timeout, the ring's pipeline
-// segments, auto's halving-doubling limit and whether every pair of ranks
-// shares memory (`c`). Returns the heartbeat interval.
+// segments, auto's halving-doubling limit, whether every pair of ranks
+// shares memory and the largest first step sent ahead (`c`). Returns the heartbeat interval.
+// PYTFCOMM_AHEAD_BYTES=auto where every rank has a core: a first message this
+// small costs a copy of a few microseconds, against a round it may hide.
+constexpr int64_t kAutoAheadBytes = 64 << 10;
+
 double agree_on_setup(host::HostTransport& t, const ConnectOptions& o, const AgreeMin& agree,
                       bool oversubscribed, Connection* c) {
   const RoundOptions& ro = o.rounds;
   const Params& p = params();
   constexpr int64_t kNone = INT64_MAX;
   const bool all_shm = t.shm_peers() == t.size() - 1;
-  int64_t v[7] = {static_cast<int64_t>(t.local_area_capacity()),
+  int64_t v[8] = {static_cast<int64_t>(t.local_area_capacity()),
                   static_cast<int64_t>(ro.frame_inputs),
                   static_cast<int64_t>(p.peer_timeout_s * 1000.0),
                   p.segment_bytes,
                   oversubscribed ? p.oversub_segment_bytes : kNone,
                   p.halving_bytes,
-                  all_shm ? 1 : 0};
+                  all_shm ? 1 : 0,
+                  p.ahead_bytes >= 0 ? p.ahead_bytes : (oversubscribed ? 0 : kAutoAheadBytes)};
   t.set_context("setup (agreeing on negotiation, liveness and algorithms)");
   t.set_deadline(deadline_after(o.job.connect_timeout_s));
-  agree(t, v, 7);
+  agree(t, v, 8);
   c->segment_bytes = static_cast<size_t>(v[3]);
   c->oversub_segment_bytes = v[4] == kNone ? 0 : static_cast<size_t>(v[4]);
   c->halving_bytes = static_cast<size_t>(v[5]);
   c->all_shared_memory = v[6] == 1;
   t.configure_rounds(static_cast<size_t>(v[0]), ro.min_area_bytes,
                      ro.table_bytes + static_cast<size_t>(v[1]));
+  t.set_ahead_limit(static_cast<size_t>(v[7]));  // none where records go through the areas
+  c->ahead_bytes = t.ahead_limit();
   const double silence = static_cast<double>(v[2]) / 1000.0;
   const double beat_s = silence > 0 ? std::clamp(silence / 10.0, 0.02, 1.0) : 0.0;
   t.set_liveness(beat_s, silence);

@@ -57,6 +57,9 @@ struct Connection {
   size_t halving_bytes = 0;
   // Every rank reaches every other through shared memory (agreed).
   bool all_shared_memory = false;
+  // The largest first step sent ahead (the smallest PYTFCOMM_AHEAD_BYTES of
+  // the ranks; 0 where records go through the areas, or off).
+  size_t ahead_bytes = 0;
 };
 
 // Connects rank `o.job.rank` to every other rank and agrees with them (through

@@ -79,6 +79,15 @@ class DataPlane {
   virtual bool test(Handle h) = 0;
   // Wait until every posted operation has completed.
   virtual void wait_all() = 0;
+
+  // The first message `peer` sent this collective ahead of its data phase
+  // (RoundChannel::send_ahead, right behind the peer's record of the round
+  // that decided it): waits for it like a receive, checks it against
+  // `nbytes` and `meta` (kMismatch if they differ) and returns its bytes,
+  // readable until the next round is armed. Only where the engine knows it
+  // was sent (the round's records say so); a transport that never sends
+  // ahead has none (kInternal).
+  virtual const char* take_ahead(int peer, size_t nbytes, const MessageMeta& meta);
 };
 
 }  // namespace pytfcomm::transport

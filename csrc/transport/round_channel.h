@@ -30,6 +30,7 @@
 #include <functional>
 
 #include "common/clock.h"
+#include "transport/data_plane.h"
 
 namespace pytfcomm::transport {
 
@@ -57,6 +58,18 @@ class RoundChannel {
   // blocks between polls until pred() holds or `wake_by` passes (then it
   // returns; look at pred() again).
   virtual void wait_for(const std::function<bool()>& pred, TimePoint wake_by) = 0;
+  // The first message of a collective's data sent right behind this rank's
+  // record of the armed round (docs/negotiation.md), so that it travels
+  // while the round completes. ahead_room(): whether `nbytes` to `peer` can
+  // go now (records travel as frames, within the agreed limit, the buffer of
+  // two rounds ago sent). send_ahead(), once published: copies `data` and
+  // queues it; the peer takes it with DataPlane::take_ahead() or drops it.
+  virtual bool ahead_room(int peer, size_t nbytes) const {
+    (void)peer;
+    (void)nbytes;
+    return false;
+  }
+  virtual void send_ahead(int peer, const void* data, size_t nbytes, const MessageMeta& meta);
   // The doorbell: makes a wait_for() in progress look at its predicate
   // soon; one rung just before a wait_for() starts is not lost either.
   // Never throws, never blocks.

@@ -18,14 +18,17 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format assumes li
 // table) instead of 39 characters in each entry; 9: records confirm agreed
 // collectives by their slot in the agreed cache (engine/agreed_cache.h);
 // 10: bundles of negotiation records send equal records of consecutive ranks
-// once, with their run length (transport/host/bundle.h)
-constexpr uint32_t kProtocolVersion = 10;
+// once, with their run length (transport/host/bundle.h); 11: AHED frames (a
+// pairwise all-reduce's first step sent right behind the record) and the
+// record flag that announces one (engine/round_record.h)
+constexpr uint32_t kProtocolVersion = 11;
 constexpr uint64_t kHelloMagic = 0x314d4d4f43465450ULL;  // "PTFCOMM1"
 constexpr uint32_t kDataMagic = 0x41544144;              // "DATA"
 constexpr uint32_t kAbortMagic = 0x54524241;             // "ABRT"
 constexpr uint32_t kStatusMagic = 0x54415453;            // "STAT"
 constexpr uint32_t kBeatMagic = 0x54414542;              // "BEAT"
 constexpr uint32_t kRoundMagic = 0x20444e52;             // "RND "
+constexpr uint32_t kAheadMagic = 0x44454841;             // "AHED"
 constexpr uint32_t kMaxAbortReason = 4096;
 constexpr uint32_t kMaxJoinError = 4096;
 
@@ -46,7 +49,12 @@ enum AbortFlags : uint32_t {
 // may a BEAT frame (liveness, no payload, all other fields zero), and a RND
 // frame: a negotiation record of `nbytes` (meta.kind = kNegotiationKind,
 // meta.count = the round), taken in by the receiver whenever it reads, into
-// one of two slots by round parity (a peer is at most one round ahead). An ABRT
+// one of two slots by round parity (a peer is at most one round ahead). An
+// AHED frame is taken in the same way: the first message of a collective's
+// data sent right behind its sender's record of a round (`reserved`: the
+// round's low 32 bits, `meta`: the collective's, `nbytes` of payload up to
+// the agreed limit), used or dropped by the receiver once the round decided
+// (docs/negotiation.md, "The first step rides behind the record"). An ABRT
 // frame is the last one: `reserved` holds AbortFlags, a reason of `nbytes`
 // <= kMaxAbortReason follows.
 struct FrameHeader {

@@ -118,6 +118,11 @@ FrameVerdict check_frame(const FrameHeader& got, const transport::MessageMeta& w
         got.reserved == 0 && got.meta.kind == transport::kNegotiationKind && got.meta.count > 0;
     return ok ? FrameVerdict::kRound : FrameVerdict::kNotAFrame;
   }
+  if (got.magic == kAheadMagic) {
+    if (got.nbytes > max_message) return FrameVerdict::kTooLarge;
+    return got.meta.kind != transport::kNegotiationKind ? FrameVerdict::kAhead
+                                                        : FrameVerdict::kNotAFrame;
+  }
   if (got.magic != kDataMagic) return FrameVerdict::kNotAFrame;
   if (got.nbytes > max_message) return FrameVerdict::kTooLarge;
   if (!(got.meta == want) || got.nbytes != want_nbytes) return FrameVerdict::kMismatch;

@@ -33,6 +33,7 @@ enum class FrameVerdict {
   kStatus,     // a well-formed STAT frame (no payload), not matched with receives
   kBeat,       // a well-formed BEAT frame (no payload), not matched with receives
   kRound,      // a RND frame (a negotiation record follows), not matched with receives
+  kAhead,      // an AHED frame (a collective's first message, sent ahead), not matched either
   kNotAFrame,  // bad magic: a corrupt or foreign stream
   kTooLarge,   // announced payload over the PYTFCOMM_MAX_MESSAGE cap
   kMismatch,   // metadata or length differs from the posted receive

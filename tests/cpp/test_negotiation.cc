@@ -83,6 +83,33 @@ TEST(RoundRecord, RoundTripsEntriesWithdrawalsAndInputs) {
   EXPECT_NE(parse_record(buf.data(), n, 9, 2, &p), "");
 }
 
+// A record that says its one collective's first message went ahead
+// (engine/sent_ahead.cc) keeps the flag; with any other announcement,
+// confirmation or withdrawal beside it the flag is a broken record.
+TEST(RoundRecord, SentAheadOnlyWithOneAnnouncement) {
+  std::vector<char> buf(4096);
+  auto ap = make(11, 3, 1 << 16);
+  RecordWriter w(buf.data(), buf.size(), 4);
+  w.add(*ap, false, nullptr, 0);
+  w.set_sent_ahead();
+  size_t n = w.finish();
+  ParsedRecord p;
+  ASSERT_EQ(parse_record(buf.data(), n, 4, 4, &p), "");
+  RecordHeader h;
+  std::memcpy(&h, buf.data(), sizeof(h));
+  EXPECT_EQ(h.flags, kRecordSentAhead);
+  // Reused for the next round: the flag is not carried over.
+  w.reset(buf.data(), buf.size(), 5);
+  w.add(*ap, false, nullptr, 0);
+  ASSERT_TRUE(w.add_withdrawal({12, 5}));
+  n = w.finish();
+  std::memcpy(&h, buf.data(), sizeof(h));
+  EXPECT_EQ(h.flags, 0);
+  h.flags = kRecordSentAhead;  // a withdrawal beside it
+  std::memcpy(buf.data(), &h, sizeof(h));
+  EXPECT_NE(parse_record(buf.data(), n, 5, 4, &p), "");
+}
+
 TEST(RoundRecord, InputsPointingOutsideTheRecordAreRefused) {
   std::vector<char> buf(4096);
   auto ap = make(1, 0, 4);
@@ -275,7 +302,9 @@ TEST(RoundRecord, LabelsOutsideTheirAreaAreRefused) {
   EXPECT_NE(mutated([](RecordHeader&, RecordEntry& e) { e.reserved = 1; }), "");
   EXPECT_NE(mutated([](RecordHeader& h, RecordEntry&) { h.label_bytes = 1 << 20; }), "");
   EXPECT_NE(mutated([](RecordHeader& h, RecordEntry&) { h.label_bytes -= 1; }), "");
-  EXPECT_NE(mutated([](RecordHeader& h, RecordEntry&) { h.reserved = 1; }), "");
+  EXPECT_NE(mutated([](RecordHeader& h, RecordEntry&) { h.flags = 2; }), "");  // unknown flag
+  // Sent ahead: only with exactly one announcement (this record has two).
+  EXPECT_NE(mutated([](RecordHeader& h, RecordEntry&) { h.flags = kRecordSentAhead; }), "");
 }
 
 // Two ranks wait in different collectives: each sees what every rank waits

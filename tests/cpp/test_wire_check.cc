@@ -126,6 +126,17 @@ TEST(CheckFrame, EveryVerdict) {
   EXPECT_EQ(check_frame(s, want, 40, 1 << 20), FrameVerdict::kNotAFrame);
   s.magic = 0xdeadbeef;
   EXPECT_EQ(check_frame(s, want, 40, 1 << 20), FrameVerdict::kNotAFrame);
+  // A first step sent ahead: taken in whatever is posted, never over the cap,
+  // never with a negotiation frame's kind.
+  s = h;
+  s.magic = kAheadMagic;
+  s.reserved = 7;  // its round
+  EXPECT_EQ(check_frame(s, {}, 0, 1 << 20), FrameVerdict::kAhead);
+  s.nbytes = (1 << 20) + 1;
+  EXPECT_EQ(check_frame(s, {}, 0, 1 << 20), FrameVerdict::kTooLarge);
+  s.nbytes = 40;
+  s.meta.kind = transport::kNegotiationKind;
+  EXPECT_EQ(check_frame(s, {}, 0, 1 << 20), FrameVerdict::kNotAFrame);
 }
 
 TEST(HandshakeMac, BindsRoleSecretAndBothNonces) {

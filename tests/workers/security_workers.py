@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -75,7 +77,17 @@ def claim_rank(rank: int, size: int, addr: str, claimed: list[int], sizes: list[
 # by the tests to play a hostile or an honest client with hashlib's HMAC.
 
 HELLO_MAGIC = 0x314D4D4F43465450
-PROTOCOL_VERSION = 10  # csrc/transport/wire.h kProtocolVersion
+
+
+def _protocol_version() -> int:
+    """kProtocolVersion, read from csrc/transport/wire.h (its one place)."""
+    wire = Path(__file__).resolve().parents[2] / "csrc" / "transport" / "wire.h"
+    found = re.search(r"kProtocolVersion = (\d+);", wire.read_text())
+    assert found, f"no kProtocolVersion in {wire}"
+    return int(found.group(1))
+
+
+PROTOCOL_VERSION = _protocol_version()
 CHALLENGE_MAGIC, PROOF_MAGIC, CONFIRM_MAGIC = 0x4C4C4843, 0x464F5250, 0x4D524643
 HELLO_SIZE, CHALLENGE_SIZE, PROOF_SIZE, CONFIRM_SIZE = 448, 48, 40, 40
 JOIN, DATA = 1, 2

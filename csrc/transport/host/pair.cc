@@ -142,6 +142,7 @@ void Pair::check_header(const Op& op, const std::string& context) {
     case wire::FrameVerdict::kStatus:  // handled before (read_control)
     case wire::FrameVerdict::kBeat:
     case wire::FrameVerdict::kRound:
+    case wire::FrameVerdict::kAhead:
     case wire::FrameVerdict::kNotAFrame:
       fail_lost(context, "it sent bytes that are not a pytfcomm frame (corrupt stream)");
     case wire::FrameVerdict::kTooLarge:
@@ -166,7 +167,8 @@ bool Pair::read_control(const std::string& context) {
     char* dst;
     size_t want;
     if (record_left_ > 0) {
-      dst = filling_->data.get() + (filling_->bytes - record_left_);
+      dst = ahead_filling_ ? ahead_filling_->data.get() + (ahead_filling_->bytes - record_left_)
+                           : filling_->data.get() + (filling_->bytes - record_left_);
       want = record_left_;
     } else {
       dst = reinterpret_cast<char*>(&in_header_) + in_header_got_;
@@ -190,7 +192,7 @@ bool Pair::read_control(const std::string& context) {
     heard();
     if (record_left_ > 0) {
       record_left_ -= static_cast<size_t>(r);
-      if (record_left_ == 0) filling_->full = true;
+      if (record_left_ == 0) finish_payload();
       continue;
     }
     in_header_got_ += static_cast<size_t>(r);
@@ -222,9 +224,13 @@ bool Pair::read_control(const std::string& context) {
         slot.bytes = static_cast<size_t>(in_header_.nbytes);
         slot.full = slot.bytes == 0;
         filling_ = &slot;
+        ahead_filling_ = nullptr;
         record_left_ = slot.bytes;
         continue;
       }
+      case wire::FrameVerdict::kAhead:
+        start_ahead(context);
+        continue;
       default:  // a data frame (or garbage: its receive's check says so)
         in_header_got_ = sizeof(wire::FrameHeader);
         header_ready_ = true;
@@ -323,6 +329,87 @@ void Pair::post_record(const void* data, size_t bytes, uint64_t round) {
   op.header.meta.count = round;
   sends_.push_back(op);
   ++sends_posted_;
+}
+
+bool Pair::start_ahead(const std::string& context) {
+  const uint32_t round = in_header_.reserved;
+  AheadSlot& slot = ahead_[round & 1];
+  const size_t bytes = static_cast<size_t>(in_header_.nbytes);
+  // At most one per round, and a peer is at most one round ahead: the slot
+  // of two rounds ago was freed when this rank armed the round after it, or
+  // when that frame had all come (arm_ahead). A busy slot is a broken stream.
+  if (bytes > ahead_capacity_ || slot.used) {
+    fail_lost(context, str_cat("it sent a first step of ", bytes, " bytes ahead for round ", round,
+                               " this rank cannot take (",
+                               bytes > ahead_capacity_ ? "over the agreed limit"
+                                                       : "one of that round is still held",
+                               "; corrupt stream or version)"));
+  }
+  if (slot.room < bytes) {
+    const size_t room = (bytes + 63) / 64 * 64;
+    void* mem = std::aligned_alloc(64, room);
+    if (!mem) PTC_THROW(kInternal, "out of memory for a first step sent ahead");
+    slot.data.reset(static_cast<char*>(mem));
+    slot.room = room;
+  }
+  slot.round = round;
+  slot.used = true;
+  slot.full = false;
+  // Of a round this rank is past (wrapping like the rounds' low bits).
+  slot.drop = static_cast<int32_t>(round - ahead_armed_) < 0;
+  slot.bytes = bytes;
+  slot.meta = in_header_.meta;
+  ahead_filling_ = &slot;
+  record_left_ = bytes;
+  if (bytes == 0) finish_payload();
+  return true;
+}
+
+void Pair::finish_payload() {
+  if (!ahead_filling_) {
+    filling_->full = true;
+    return;
+  }
+  AheadSlot& slot = *ahead_filling_;
+  ahead_filling_ = nullptr;
+  slot.full = true;
+  if (slot.drop) slot.used = slot.full = slot.drop = false;
+}
+
+void Pair::post_ahead(const void* data, size_t bytes, const transport::MessageMeta& meta,
+                      uint64_t round) {
+  Op op{static_cast<char*>(const_cast<void*>(data)), bytes, 0, {}};
+  op.header.magic = wire::kAheadMagic;
+  op.header.reserved = static_cast<uint32_t>(round);
+  op.header.nbytes = bytes;
+  op.header.meta = meta;
+  sends_.push_back(op);
+  ++sends_posted_;
+}
+
+bool Pair::ahead_ready(uint64_t round) const {
+  const AheadSlot& s = ahead_[round & 1];
+  return s.used && s.full && !s.drop && s.round == static_cast<uint32_t>(round);
+}
+
+const char* Pair::ahead(uint64_t round, size_t* bytes, transport::MessageMeta* meta) const {
+  PTC_ENFORCE(ahead_ready(round), "no first step of round ", round, " from ", name_);
+  const AheadSlot& s = ahead_[round & 1];
+  *bytes = s.bytes;
+  *meta = s.meta;
+  return s.data.get();
+}
+
+void Pair::arm_ahead(uint64_t round) {
+  ahead_armed_ = static_cast<uint32_t>(round);
+  for (AheadSlot& s : ahead_) {
+    if (!s.used || s.round == ahead_armed_) continue;
+    if (s.full) {
+      s.used = s.full = s.drop = false;
+    } else {
+      s.drop = true;
+    }
+  }
 }
 
 bool Pair::send_beat() noexcept {

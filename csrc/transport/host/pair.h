@@ -133,6 +133,24 @@ class Pair {
   void drop_record(uint64_t round);
   void post_record(const void* data, size_t bytes, uint64_t round);
 
+  // First steps sent ahead (AHED frames, rounds.cc): taken in like records,
+  // into two slots by round parity, each of up to `capacity` bytes (0: this
+  // peer may send none). While this rank awaits one the pair counts as busy.
+  void set_ahead_capacity(size_t capacity) { ahead_capacity_ = capacity; }
+  void post_ahead(const void* data, size_t bytes, const transport::MessageMeta& meta,
+                  uint64_t round);
+  bool ahead_ready(uint64_t round) const;
+  // The frame of `round` once here: its payload, *bytes and *meta.
+  const char* ahead(uint64_t round, size_t* bytes, transport::MessageMeta* meta) const;
+  // This rank armed `round`: frees the slots of other rounds (one still
+  // arriving is dropped once it is here), and frames of older rounds that
+  // come later are dropped as they come (a pair this rank did not read in
+  // their round).
+  void arm_ahead(uint64_t round);
+  void await_ahead(bool on) { awaiting_ahead_ = on; }
+  // The sequence number post_ahead() gave its last send (sends_done(seq)).
+  uint64_t last_send() const { return sends_posted_ - 1; }
+
  private:
   struct Op {
     char* data;
@@ -152,7 +170,11 @@ class Pair {
   // receive or a record is awaited, else remembered (a peer that finished
   // may close first).
   bool read_control(const std::string& context);
-  bool watching() const { return watch_ != 0 && !record_ready(watch_); }
+  bool watching() const { return (watch_ != 0 && !record_ready(watch_)) || awaiting_ahead_; }
+  // Takes an AHED frame's header in (read_control); throws if refused.
+  bool start_ahead(const std::string& context);
+  // A record's or AHED frame's payload has all come.
+  void finish_payload();
   // Writes what it can of the front send: -1 (errno) or bytes written.
   ssize_t write_front();
   [[noreturn]] void fail_lost(const std::string& context, const std::string& why);
@@ -201,7 +223,23 @@ class Pair {
   };
   Slot inbox_[2];
   size_t inbox_capacity_ = 0;
-  Slot* filling_ = nullptr;  // the slot a record's payload is being read into
+  // First steps sent ahead: two slots by round parity, like the records'.
+  struct AheadSlot {
+    std::unique_ptr<char, FreeDeleter> data;  // 64-byte aligned, grown to the largest
+    size_t room = 0;
+    uint32_t round = 0;  // the round's low 32 bits
+    bool used = false;   // holds (or is filling with) a frame
+    bool full = false;
+    bool drop = false;  // dropped while it still arrived: freed once full
+    size_t bytes = 0;
+    transport::MessageMeta meta;
+  };
+  AheadSlot ahead_[2];
+  size_t ahead_capacity_ = 0;
+  bool awaiting_ahead_ = false;
+  uint32_t ahead_armed_ = 0;            // the armed round's low 32 bits
+  AheadSlot* ahead_filling_ = nullptr;  // set while an AHED payload is read
+  Slot* filling_ = nullptr;             // the slot a record's payload is being read into
   size_t record_left_ = 0;
   uint64_t watch_ = 0;
   bool eof_ = false;

@@ -54,6 +54,7 @@ void Pair::throw_last_words(const std::string& context) {
       case wire::FrameVerdict::kBeat:
         break;
       case wire::FrameVerdict::kRound:
+      case wire::FrameVerdict::kAhead:
       case wire::FrameVerdict::kOk:  // a data frame of acceptable length
         skip = h.nbytes;
         break;

@@ -110,6 +110,11 @@ void HostTransport::round_arm(uint64_t round) {
   sent_steps_ = 0;
   std::fill(parsed_.begin(), parsed_.end(), false);
   if (area_bytes_) return;
+  if (ahead_bytes_) {
+    for (auto& p : pairs_) {
+      if (p) p->arm_ahead(round);  // earlier ones unused: their rounds decided otherwise
+    }
+  }
   for (int s = 0; s < steps_; ++s) {
     const int r = step_src(s);
     Pair& p = pair(r);

@@ -65,6 +65,11 @@ class HostTransport : public transport::Transport {
   const char* round_record(int rank, size_t* bytes) override;
   void wait_for(const std::function<bool()>& pred, TimePoint wake_by) override;
   void wake() noexcept override;
+  // First steps sent ahead (ahead.cc).
+  bool ahead_room(int peer, size_t nbytes) const override;
+  void send_ahead(int peer, const void* data, size_t nbytes,
+                  const transport::MessageMeta& meta) override;
+  const char* take_ahead(int peer, size_t nbytes, const transport::MessageMeta& meta) override;
 
   // transport::Liveness (liveness.cc; deadlines in waiting.cc, the rest in
   // transport.cc).
@@ -90,6 +95,10 @@ class HostTransport : public transport::Transport {
   // rank has). configure_rounds() never allows more.
   void prepare_inbox(size_t bytes);
   void configure_rounds(size_t area_bytes, size_t min_area, size_t frame_bytes);
+  // The most bytes a first step sent ahead may hold (agreed; 0: none), over
+  // frames only: every pair takes up to this much.
+  void set_ahead_limit(size_t bytes);
+  size_t ahead_limit() const { return ahead_bytes_; }
 
   // Number of peers reached through shared memory.
   int shm_peers() const { return shm_peers_; }
@@ -105,6 +114,8 @@ class HostTransport : public transport::Transport {
   void wait_until(Pred pred, TimePoint wake_by = TimePoint::max());
   template <typename Pred>
   void wait_loop(Pred& pred, TimePoint wake_by);
+  // wait_until() for callers in other files.
+  void wait_data(const std::function<bool()>& pred);
   // After a peer's last words were raised: whether what had arrived before
   // them satisfies `pred` (more progress, each throw of last words heard).
   bool done_before_last_words(const std::function<bool()>& pred);
@@ -174,6 +185,17 @@ class HostTransport : public transport::Transport {
   size_t own_bytes_ = 0;
   bool published_ = false;
   bool negotiating_ = false;  // inside wait_for()
+
+  // First steps sent ahead: the agreed limit and, by round parity, the copy
+  // this rank sent (free again once its send completed).
+  size_t ahead_bytes_ = 0;
+  struct AheadOut {
+    Buffer data;
+    size_t room = 0;
+    int peer = -1;  // -1: nothing in flight
+    uint64_t send = 0;
+  };
+  AheadOut ahead_out_[2];
 
   // Liveness.
   double beat_s_ = 0, silence_s_ = 0;

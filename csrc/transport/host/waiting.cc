@@ -247,6 +247,10 @@ bool HostTransport::test(transport::Handle h) {
   return done(h);
 }
 
+void HostTransport::wait_data(const std::function<bool()>& pred) {
+  wait_until([&] { return pred(); });
+}
+
 void HostTransport::wait_all() {
   wait_until([&] { return active_.empty(); });
 }

@@ -8,6 +8,12 @@ runs benchmarks/allreduce.py's pytfcomm workers for each ``--np`` and ``--transp
 A right beside B, the order flipping each round (A B, B A, ...). The output is a markdown
 table for docs/benchmarks.md: per case and size the median over rounds of each side's time,
 B / A of those medians, and the spread of B / A within a round (min-max over rounds).
+
+``--env-a``/``--env-b`` add environment variables to one side's ranks, so that one build
+with two settings is an A/B too:
+
+    python -m benchmarks.ab installed installed --env-a PYTFCOMM_AHEAD_BYTES=0 \
+        --env-b PYTFCOMM_AHEAD_BYTES=1M --np 4 --transports tcp
 """
 
 from __future__ import annotations
@@ -46,7 +52,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bind-to", choices=_launch.BIND_CHOICES, default="core")
     p.add_argument("--cache", default=_builds.DEFAULT_CACHE, help="where revisions are built")
     p.add_argument("--json", metavar="PATH", help="write every round's results here")
+    for side in SIDES:
+        p.add_argument(
+            f"--env-{side.lower()}",
+            default="",
+            metavar="K=V[,K=V]",
+            help=f"environment variables for side {side}'s ranks only",
+        )
     args = p.parse_args(argv)
+    args.side_env = {}
+    for side in SIDES:
+        given = getattr(args, f"env_{side.lower()}")
+        pairs = [kv.strip() for kv in given.split(",") if kv.strip()]
+        if any("=" not in kv or kv.startswith("=") for kv in pairs):
+            p.error(f"--env-{side.lower()} {given!r}: give KEY=VALUE pairs, comma-separated")
+        args.side_env[side] = dict(kv.split("=", 1) for kv in pairs)
     try:
         args.size_list = parse_sizes(args.sizes)
         args.np_list = [int(n) for n in args.np.split(",")]
@@ -61,10 +81,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _spec(transport: str, side: str, build: _builds.Build) -> _registry.Spec:
+def _spec(transport: str, side: str, build: _builds.Build, env: dict[str, str]) -> _registry.Spec:
     base = _registry.by_name(f"pytfcomm-{transport}")
     assert base is not None
-    return replace(base, name=f"pytfcomm-{transport}@{side}", pythonpath=build.pythonpath)
+    return replace(
+        base,
+        name=f"pytfcomm-{transport}@{side}",
+        pythonpath=build.pythonpath,
+        env={**base.env, **env},
+    )
 
 
 def _check_build(run: dict[str, Any], build: _builds.Build) -> str | None:
@@ -92,7 +117,7 @@ def run_rounds(args: argparse.Namespace, builds: dict[str, _builds.Build]) -> di
             for t in args.transport_list:
                 key = f"{n}/{t}"
                 for side in order:
-                    spec = _spec(t, side, builds[side])
+                    spec = _spec(t, side, builds[side], args.side_env[side])
                     launch = _launch.run_backend(spec, n, worker_args, args.timeout, cpus=cpus[n])
                     run = _report.summarize(spec.name, launch, n, args.size_list)
                     wrong = _check_build(run, builds[side])
@@ -153,12 +178,16 @@ def markdown(
     meta: dict[str, Any],
 ) -> str:
     """The table and its header, as docs/benchmarks.md has them."""
-    same = builds["A"].label == builds["B"].label
+    same = builds["A"].label == builds["B"].label and args.side_env["A"] == args.side_env["B"]
     lines = [
         "| | |",
         "|---|---|",
-        f"| A | `{builds['A'].given}` ({builds['A'].label}) |",
-        f"| B | `{builds['B'].given}` ({builds['B'].label}) |",
+        *(
+            f"| {s} | `{builds[s].given}` ({builds[s].label})"
+            + "".join(f", `{k}={v}`" for k, v in args.side_env[s].items())
+            + " |"
+            for s in SIDES
+        ),
         f"| date | {meta['date']} |",
         f"| machine | {meta['hostname']}: {meta['nproc']} CPUs, {meta['cpu']} |",
         f"| command | `{meta['command']}` |",
@@ -205,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         **_host.metadata(),
         "command": shlex.join(["python", *invocation]),
         "builds": {s: vars(b) for s, b in builds.items()},
+        "env": args.side_env,
         "np": args.np_list,
         "transports": args.transport_list,
         "sizes": args.size_list,

@@ -102,3 +102,31 @@ def test_a_revision_named_twice_is_one_commit_even_if_one_lands_meanwhile(
     a, b = _builds.resolve(["HEAD", "HEAD"], "/cache")
     assert a.label == b.label == "1" * 12
     assert a.pythonpath == b.pythonpath == f"/cache/{'1' * 40}/site"
+
+
+def test_one_build_with_two_settings_each_side_its_own_environment(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = bench.parse_args(["installed", "installed", "--env-b", "PYTFCOMM_AHEAD_BYTES=0, X=a=b"])
+    assert args.side_env == {"A": {}, "B": {"PYTFCOMM_AHEAD_BYTES": "0", "X": "a=b"}}
+    build = _builds.Build("installed", "installed", "")
+    spec = bench._spec("tcp", "B", build, args.side_env["B"])
+    assert spec.env == {"PYTFCOMM_TRANSPORT": "tcp", "PYTFCOMM_AHEAD_BYTES": "0", "X": "a=b"}
+    with pytest.raises(SystemExit):
+        bench.parse_args(["installed", "installed", "--env-a", "NOVALUE"])
+    # Only B's ranks get it: a transport nobody has fails B's run and not A's.
+    rc = bench.main(
+        [
+            "installed", "installed", "--np", "2", "--transports", "tcp", "--sizes", "4K",
+            "--rounds", "1", "--iters", "2", "--warmup", "0", "--timeout", "120",
+            "--env-b", "PYTFCOMM_TRANSPORT=carrier-pigeon",
+        ]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc != 0
+    status = {
+        ln.split()[5].rstrip(":"): ln.split()[6]
+        for ln in err.splitlines()
+        if ln.startswith("[ab] round")
+    }
+    assert status == {"A": "ok", "B": "failed"}, err

@@ -56,10 +56,6 @@ std::vector<host::PeerLink> peer_links(int rank, tcp::BootstrapResult& boot,
 // the largest in-round input, the liveness timeout, the ring's pipeline
 // segments, auto's halving-doubling limit, whether every pair of ranks
 // shares memory and the largest first step sent ahead (`c`). Returns the heartbeat interval.
-// PYTFCOMM_AHEAD_BYTES=auto where every rank has a core: a first message this
-// small costs a copy of a few microseconds, against a round it may hide.
-constexpr int64_t kAutoAheadBytes = 64 << 10;
-
 double agree_on_setup(host::HostTransport& t, const ConnectOptions& o, const AgreeMin& agree,
                       bool oversubscribed, Connection* c) {
   const RoundOptions& ro = o.rounds;
@@ -73,7 +69,7 @@ double agree_on_setup(host::HostTransport& t, const ConnectOptions& o, const Agr
                   oversubscribed ? p.oversub_segment_bytes : kNone,
                   p.halving_bytes,
                   all_shm ? 1 : 0,
-                  p.ahead_bytes >= 0 ? p.ahead_bytes : (oversubscribed ? 0 : kAutoAheadBytes)};
+                  p.ahead_bytes};
   t.set_context("setup (agreeing on negotiation, liveness and algorithms)");
   t.set_deadline(deadline_after(o.job.connect_timeout_s));
   agree(t, v, 8);

@@ -161,8 +161,13 @@ void Pair::check_header(const Op& op, const std::string& context) {
             "dtype, shape, element count, op and root");
 }
 
-bool Pair::read_control(const std::string& context) {
+bool Pair::read_control(const std::string& context, bool idle) {
   bool moved = false;
+  if (ahead_held_) {
+    if (!ahead_wanted(in_header_.reserved, idle)) return false;
+    ahead_held_ = false;
+    start_ahead(context);
+  }
   while (!header_ready_) {
     char* dst;
     size_t want;
@@ -229,6 +234,10 @@ bool Pair::read_control(const std::string& context) {
         continue;
       }
       case wire::FrameVerdict::kAhead:
+        if (!ahead_wanted(in_header_.reserved, idle)) {
+          ahead_held_ = true;  // its payload waits in the stream
+          return moved;
+        }
         start_ahead(context);
         continue;
       default:  // a data frame (or garbage: its receive's check says so)
@@ -288,7 +297,7 @@ void Pair::check_idle(const std::string& context) {
   // Control frames that wait here are taken in; they are all we may read
   // without a posted receive (a data frame's header is kept for it).
   if (eof_ || !recvs_.empty() || header_ready_) return;
-  read_control(context);
+  read_control(context, true);
 }
 
 void Pair::check_alive(const std::string& context) {

@@ -128,7 +128,7 @@ class Pair {
   }
   // Nothing posted that its reads belong to (records and control frames
   // only may come next).
-  bool idle_for_records() const { return recvs_.empty() && !header_ready_; }
+  bool idle_for_records() const { return recvs_.empty() && !header_ready_ && !ahead_held_; }
   const char* record(uint64_t round, size_t* bytes) const;
   void drop_record(uint64_t round);
   void post_record(const void* data, size_t bytes, uint64_t round);
@@ -169,7 +169,9 @@ class Pair {
   // block. True if bytes moved. At the end of the stream: an error if a
   // receive or a record is awaited, else remembered (a peer that finished
   // may close first).
-  bool read_control(const std::string& context);
+  // `idle`: this rank is about to wait (check_idle), so an AHED frame's
+  // payload is read now whatever it is for.
+  bool read_control(const std::string& context, bool idle = false);
   bool watching() const { return (watch_ != 0 && !record_ready(watch_)) || awaiting_ahead_; }
   // Takes an AHED frame's header in (read_control); throws if refused.
   bool start_ahead(const std::string& context);
@@ -237,7 +239,18 @@ class Pair {
   AheadSlot ahead_[2];
   size_t ahead_capacity_ = 0;
   bool awaiting_ahead_ = false;
-  uint32_t ahead_armed_ = 0;            // the armed round's low 32 bits
+  uint32_t ahead_armed_ = 0;  // the armed round's low 32 bits
+  // An AHED frame's header is in in_header_, its payload still in the stream:
+  // read only when this rank takes it or drops it, so that copying it never
+  // delays the records a round waits for (frames behind it wait).
+  bool ahead_held_ = false;
+  // Whether the held (or next) AHED frame of `round` is to be read now:
+  // this rank takes it, drops it (its round is over), needs what comes behind
+  // it (a receive is posted), or has nothing else to do.
+  bool ahead_wanted(uint32_t round, bool idle) const {
+    return idle || awaiting_ahead_ || !recvs_.empty() ||
+           static_cast<int32_t>(round - ahead_armed_) < 0;
+  }
   AheadSlot* ahead_filling_ = nullptr;  // set while an AHED payload is read
   Slot* filling_ = nullptr;             // the slot a record's payload is being read into
   size_t record_left_ = 0;

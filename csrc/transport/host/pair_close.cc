@@ -26,6 +26,12 @@ void Pair::throw_last_words(const std::string& context) {
   char sink[16 << 10];
   uint64_t skip = record_left_;  // a record being read, then frames
   record_left_ = 0;
+  ahead_filling_ = nullptr;
+  if (ahead_held_) {  // a first step sent ahead, its payload not read yet
+    skip += in_header_.nbytes;
+    ahead_held_ = false;
+    in_header_got_ = 0;
+  }
   if (header_ready_) {
     skip += header_checked_ && !recvs_.empty() ? recvs_.front().nbytes - recvs_.front().done
                                                : in_header_.nbytes;

@@ -13,9 +13,11 @@ if [[ "${1:-}" == "--quick" ]]; then
   QUICK=1
   shift
 fi
-bash scripts/setup.sh
+# The system packages first: the C++ and fuzzing stages below need only them,
+# so they start before the rest of setup (its requirement installs keep one
+# core busy and leave the other idle).
+bash scripts/setup.sh --packages
 VENV=${PYTFCOMM_VENV:-$PWD/.venv}
-export PATH="$VENV/bin:$PATH"
 JOBS=$(nproc)
 
 # Stages beside the Python suite, each in a process group of its own with its
@@ -51,8 +53,9 @@ stop_bg() {
 }
 trap stop_bg EXIT
 
-# shellcheck disable=SC2016  # the script's $1 and $2 are its own arguments
-bg_stage "C++ unit tests (builds at nice 19, then ctest)" "$PWD/build/cpp-tests.log" bash -c '
+start_cpp_stage() {
+  # shellcheck disable=SC2016  # the script's $1 and $2 are its own arguments
+  bg_stage "C++ unit tests (builds at nice 19, then ctest)" "$PWD/build/cpp-tests.log" bash -c '
   set -euo pipefail
   nice -n 19 cmake -S . -B build/cpp-tests -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DPYTFCOMM_BUILD_TESTS=ON -DPYTFCOMM_BUILD_PYTHON=OFF
@@ -69,6 +72,15 @@ bg_stage "C++ unit tests (builds at nice 19, then ctest)" "$PWD/build/cpp-tests.
     ctest --test-dir build/cpp-asan --output-on-failure -j "$1" --timeout 600
   fi
 ' cpp-tests "$JOBS" "$SANITIZE"
+}
+# CMake and Ninja on the PATH already (Debian's, or a venv's from an earlier
+# setup): start now; else once setup has put the venv's on the PATH.
+cpp_started=0
+if command -v ninja >/dev/null && command -v cmake >/dev/null \
+  && [[ "$(printf '3.18\n%s\n' "$(cmake --version | head -n1 | awk '{print $3}')" | sort -V | head -n1)" == 3.18 ]]; then
+  start_cpp_stage
+  cpp_started=1
+fi
 
 FUZZ_SECONDS=${PYTFCOMM_FUZZ_SECONDS:-30}
 [[ "$QUICK" == 1 ]] && FUZZ_SECONDS=0
@@ -80,6 +92,11 @@ if [[ "$FUZZ_SECONDS" != "0" ]]; then
     echo "!! fuzz NOT RUN: clang++ missing (apt-get install clang libclang-rt-14-dev)" >&2
   fi
 fi
+
+echo "== [${SECONDS} s] setup (scripts/setup.sh: the venv, its requirements, pytfcomm)"
+bash scripts/setup.sh
+export PATH="$VENV/bin:$PATH"
+[[ "$cpp_started" == 1 ]] || start_cpp_stage
 
 echo "== [${SECONDS} s] lint (scripts/lint.sh, the same checks as the pre-commit hooks)"
 bash scripts/lint.sh

@@ -78,9 +78,11 @@ start_cpp_stage() {
   fi
 ' cpp-tests "$JOBS" "$SANITIZE"
 }
-# CMake and Ninja on the PATH already (Debian's, or a venv's from an earlier
-# setup): start now; else once setup has put the venv's on the PATH.
+# CMake and Ninja on the PATH already: a venv's from an earlier setup (the
+# ones its build directories were made with), else Debian's: start now; else
+# once setup has put the venv's on the PATH.
 cpp_started=0
+[[ -x "$VENV/bin/cmake" && -x "$VENV/bin/ninja" ]] && export PATH="$VENV/bin:$PATH"
 if command -v ninja >/dev/null && command -v cmake >/dev/null \
   && [[ "$(printf '3.18\n%s\n' "$(cmake --version | head -n1 | awk '{print $3}')" | sort -V | head -n1)" == 3.18 ]]; then
   start_cpp_stage

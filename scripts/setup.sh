@@ -4,13 +4,17 @@
 # build and test requirements, and pytfcomm itself built from this checkout.
 #   scripts/setup.sh            build + test requirements
 #   scripts/setup.sh --bench    also the benchmark peers (torch Gloo, Open MPI + mpi4py)
+#   scripts/setup.sh --packages only the system packages (scripts/test.sh starts the
+#                               stages that need no venv right after them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 VENV=${PYTFCOMM_VENV:-$ROOT/.venv}
 PY=${PYTHON:-python3}
 WITH_BENCH=0
+PACKAGES_ONLY=0
 [[ "${1:-}" == "--bench" ]] && WITH_BENCH=1
+[[ "${1:-}" == "--packages" ]] && PACKAGES_ONLY=1
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -36,6 +40,7 @@ apt_install() {
 # tests/launch/test_slurm.py (which starts its own one-node cluster), and MPICH
 # (mpiexec.hydra; Open MPI keeps the mpirun name) for tests/launch/test_job_agreement.py.
 apt_install libgtest-dev clang-format shellcheck iproute2 clang libclang-rt-14-dev slurm-wlm munge mpich
+[[ $PACKAGES_ONLY -eq 1 ]] && exit 0
 
 if [[ ! -x "$VENV/bin/python" ]]; then
   log "creating $VENV"

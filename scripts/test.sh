@@ -13,9 +13,11 @@ if [[ "${1:-}" == "--quick" ]]; then
   QUICK=1
   shift
 fi
-bash scripts/setup.sh
+# The system packages first: the C++ and fuzzing stages below need only them,
+# so they start before the rest of setup (its requirement installs keep one
+# core busy and leave the other idle).
+bash scripts/setup.sh --packages
 VENV=${PYTFCOMM_VENV:-$PWD/.venv}
-export PATH="$VENV/bin:$PATH"
 JOBS=$(nproc)
 
 # Stages beside the Python suite, each in a process group of its own with its
@@ -26,6 +28,10 @@ JOBS=$(nproc)
 #    suite's multi-process tests leave a core idle much of the time
 #    (deadlines, liveness waits, ranks waiting for each other); then their
 #    tests at normal priority, while pytest still runs;
+#    Both builds are unity builds (CMake's CMAKE_UNITY_BUILD: a few .cc files
+#    per compiler run, so the headers they share are parsed once), and the
+#    plain one has no -g (nothing reads its debug info; the sanitizer build
+#    keeps -g for its reports): together about half the CPU time;
 #  - fuzzing (its own build, then a run of a fixed wall time), beside lint.
 SANITIZE=${PYTFCOMM_SANITIZE:-1}
 [[ "$QUICK" == 1 ]] && SANITIZE=0
@@ -51,15 +57,17 @@ stop_bg() {
 }
 trap stop_bg EXIT
 
-# shellcheck disable=SC2016  # the script's $1 and $2 are its own arguments
-bg_stage "C++ unit tests (builds at nice 19, then ctest)" "$PWD/build/cpp-tests.log" bash -c '
+start_cpp_stage() {
+  # shellcheck disable=SC2016  # the script's $1 and $2 are its own arguments
+  bg_stage "C++ unit tests (builds at nice 19, then ctest)" "$PWD/build/cpp-tests.log" bash -c '
   set -euo pipefail
-  nice -n 19 cmake -S . -B build/cpp-tests -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  nice -n 19 cmake -S . -B build/cpp-tests -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON \
     -DPYTFCOMM_BUILD_TESTS=ON -DPYTFCOMM_BUILD_PYTHON=OFF
   nice -n 19 cmake --build build/cpp-tests -j "$1"
   if [[ "$2" != "0" ]]; then
     nice -n 19 cmake -S . -B build/cpp-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPYTFCOMM_SANITIZE=ON \
-      -DPYTFCOMM_BUILD_TESTS=ON -DPYTFCOMM_BUILD_PYTHON=OFF
+      -DCMAKE_UNITY_BUILD=ON -DPYTFCOMM_BUILD_TESTS=ON -DPYTFCOMM_BUILD_PYTHON=OFF
     nice -n 19 cmake --build build/cpp-asan -j "$1"
   fi
   echo "== C++ unit tests"
@@ -69,6 +77,17 @@ bg_stage "C++ unit tests (builds at nice 19, then ctest)" "$PWD/build/cpp-tests.
     ctest --test-dir build/cpp-asan --output-on-failure -j "$1" --timeout 600
   fi
 ' cpp-tests "$JOBS" "$SANITIZE"
+}
+# CMake and Ninja on the PATH already: a venv's from an earlier setup (the
+# ones its build directories were made with), else Debian's: start now; else
+# once setup has put the venv's on the PATH.
+cpp_started=0
+[[ -x "$VENV/bin/cmake" && -x "$VENV/bin/ninja" ]] && export PATH="$VENV/bin:$PATH"
+if command -v ninja >/dev/null && command -v cmake >/dev/null \
+  && [[ "$(printf '3.18\n%s\n' "$(cmake --version | head -n1 | awk '{print $3}')" | sort -V | head -n1)" == 3.18 ]]; then
+  start_cpp_stage
+  cpp_started=1
+fi
 
 FUZZ_SECONDS=${PYTFCOMM_FUZZ_SECONDS:-30}
 [[ "$QUICK" == 1 ]] && FUZZ_SECONDS=0
@@ -80,6 +99,11 @@ if [[ "$FUZZ_SECONDS" != "0" ]]; then
     echo "!! fuzz NOT RUN: clang++ missing (apt-get install clang libclang-rt-14-dev)" >&2
   fi
 fi
+
+echo "== [${SECONDS} s] setup (scripts/setup.sh: the venv, its requirements, pytfcomm)"
+bash scripts/setup.sh
+export PATH="$VENV/bin:$PATH"
+[[ "$cpp_started" == 1 ]] || start_cpp_stage
 
 echo "== [${SECONDS} s] lint (scripts/lint.sh, the same checks as the pre-commit hooks)"
 bash scripts/lint.sh

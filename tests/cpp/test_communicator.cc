@@ -29,7 +29,7 @@ namespace pytfcomm {
 namespace {
 
 // Small pipeline segments so that modest buffers still span many segments.
-const bool kEnv = [] {
+const bool kCommunicatorEnv = [] {
   setenv("PYTFCOMM_SEGMENT_BYTES", "4096", 0);
   setenv("PYTFCOMM_SMALL_BYTES", "1024", 0);
   setenv("PYTFCOMM_CONNECT_TIMEOUT", "30", 0);

@@ -17,7 +17,7 @@
 namespace pytfcomm {
 namespace {
 
-const bool kEnv = [] {
+const bool kJoinEnv = [] {
   setenv("PYTFCOMM_SEGMENT_BYTES", "4096", 0);
   setenv("PYTFCOMM_CONNECT_TIMEOUT", "30", 0);
   setenv("PYTFCOMM_TIMEOUT", "60", 0);

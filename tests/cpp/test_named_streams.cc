@@ -15,7 +15,7 @@
 namespace pytfcomm {
 namespace {
 
-const bool kEnv = [] {
+const bool kNamedStreamsEnv = [] {
   setenv("PYTFCOMM_CONNECT_TIMEOUT", "30", 0);
   setenv("PYTFCOMM_TIMEOUT", "60", 0);
   return true;

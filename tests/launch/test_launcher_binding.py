@@ -215,11 +215,26 @@ def test_the_combine_uses_only_the_cpus_the_rank_is_bound_to(tmp_path: Path) -> 
     env = {**_env(), "PYTHONPATH": str(workers)}
     env.pop("PYTFCOMM_LOCAL_THREADS", None)
     helpers = {}
-    for prefix in ((), ("taskset", "-c", str(min(os.sched_getaffinity(0))))):
-        res = subprocess.run(
+    # The two probes are independent: started together, each importing TF on its own.
+    procs = {
+        bool(prefix): subprocess.Popen(
             [*prefix, PY, "-c", COMBINE_THREADS],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr[-3000:]
-        helpers[bool(prefix)] = int(res.stdout.split("helpers")[1])
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for prefix in ((), ("taskset", "-c", str(min(os.sched_getaffinity(0)))))
+    }
+    try:
+        for bound, proc in procs.items():
+            out, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0, err[-3000:]
+            helpers[bound] = int(out.split("helpers")[1])
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     assert helpers == {False: min(len(os.sched_getaffinity(0)), 8) - 1, True: 0}

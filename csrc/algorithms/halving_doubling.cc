@@ -13,13 +13,11 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/fold.h"
+#include "algorithms/pacing.h"
 #include "common/reduce.h"
 
 namespace pytfcomm::algorithms {
 namespace {
-
-constexpr int kSlots = 4;                    // receives posted ahead of the one reduced
-constexpr size_t kSendAheadBytes = 2 << 20;  // as in ring.cc
 
 struct Span {
   size_t begin;  // element offset

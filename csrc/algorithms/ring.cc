@@ -8,19 +8,13 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/pacing.h"
 #include "common/error.h"
 #include "common/reduce.h"
 
 namespace pytfcomm::algorithms {
 namespace {
 
-constexpr int kSlots = 4;  // receives posted ahead of the one being reduced
-// Sends go out at most this many bytes ahead of this rank's receives. Step
-// 0's (this rank's own data) are all ready at once: unpaced, a rank pushed a
-// whole chunk at a peer that had only kSlots receives posted, filling its
-// kernel receive queue, and loopback TCP then fell into loss recovery that
-// stalled both ranks for seconds to minutes (docs/transports.md).
-constexpr size_t kSendAheadBytes = 2 << 20;
 constexpr transport::Handle kNoHandle = ~transport::Handle{0};
 
 struct Unit {

@@ -15,6 +15,7 @@ import pytest
 from _launcher_run import PY, WORKER, _env, launch
 from _paths import ROOT, WORKERS
 
+from pytfcomm._launch import local
 from pytfcomm._launch.binding import cpu_list, local_bindings, physical_cores, rank_cpus
 
 sys.path.insert(0, str(ROOT))
@@ -214,27 +215,20 @@ def test_the_combine_uses_only_the_cpus_the_rank_is_bound_to(tmp_path: Path) -> 
     workers = WORKERS
     env = {**_env(), "PYTHONPATH": str(workers)}
     env.pop("PYTFCOMM_LOCAL_THREADS", None)
-    helpers = {}
-    # The two probes are independent: started together, each importing TF on its own.
-    procs = {
-        bool(prefix): subprocess.Popen(
-            [*prefix, PY, "-c", COMBINE_THREADS],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for prefix in ((), ("taskset", "-c", str(min(os.sched_getaffinity(0)))))
+    # The two probes are independent: run together (the one launcher, pytfcomm._launch),
+    # each importing TF on its own.
+    prefixes = ((), ("taskset", "-c", str(min(os.sched_getaffinity(0)))))
+    logs = [tmp_path / f"probe{i}.log" for i in range(len(prefixes))]
+    res = local.run(
+        [[*prefix, PY, "-c", COMBINE_THREADS] for prefix in prefixes],
+        [env] * len(prefixes),
+        cwd=tmp_path,
+        timeout_s=240,
+        logs=logs,
+    )
+    assert res.status == "ok", res.log_tail(60)
+    helpers = {
+        bool(prefix): int(log.read_text().rsplit("helpers", 1)[1].split()[0])
+        for prefix, log in zip(prefixes, logs, strict=True)
     }
-    try:
-        for bound, proc in procs.items():
-            out, err = proc.communicate(timeout=240)
-            assert proc.returncode == 0, err[-3000:]
-            helpers[bound] = int(out.split("helpers")[1])
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
     assert helpers == {False: min(len(os.sched_getaffinity(0)), 8) - 1, True: 0}

@@ -57,6 +57,7 @@ void CollectiveExecutor::send_ahead(const Request& r, uint64_t round) {
 
 algorithms::Ahead CollectiveExecutor::ahead_in_round(const Request& r, uint64_t round) {
   algorithms::Ahead a;
+  if (cfg_.ahead_bytes == 0) return a;  // agreed: no rank sends any
   transport::MessageMeta meta;
   const algorithms::FirstSend f = first_send_of(r, &meta);
   if (f.peer < 0) return a;

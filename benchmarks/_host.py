@@ -11,6 +11,8 @@ import subprocess
 import time
 from typing import Any
 
+from benchmarks._registry import open_mpi_mpirun
+
 
 def _version(dist: str) -> str | None:
     try:
@@ -71,7 +73,7 @@ def metadata() -> dict[str, Any]:
             "numpy": _version("numpy"),
             "torch": _version("torch"),
             "mpi4py": _version("mpi4py"),
-            "mpirun": _first_line(["mpirun", "--version"]),
+            "mpirun": _first_line([open_mpi_mpirun() or "mpirun", "--version"]),
             "tensorflow": _version("tensorflow-cpu") or _version("tensorflow"),
         },
     }

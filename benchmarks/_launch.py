@@ -19,7 +19,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from benchmarks._registry import Spec, import_installed_pytfcomm, worker_pythonpath
+from benchmarks._registry import (
+    Spec,
+    import_installed_pytfcomm,
+    open_mpi_mpirun,
+    worker_pythonpath,
+)
 from benchmarks.backends._harness import PROGRESS_TAG
 
 FAIL_GRACE_S = 5.0  # after one rank fails, how long the others get before being killed
@@ -113,7 +118,8 @@ def _commands(
         py = [sys.executable, "-m", "benchmarks._pin", *py]
     if spec.launcher == "mpirun":
         root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-        return [["mpirun", "-np", str(nproc), *root, *spec.mpi_args, *py]]
+        mpirun = open_mpi_mpirun() or "mpirun"
+        return [[mpirun, "-np", str(nproc), *root, *spec.mpi_args, *py]]
     return [py] * nproc
 
 

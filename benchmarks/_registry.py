@@ -134,6 +134,30 @@ def _pytfcomm_reason() -> str | None:
     return f"`import pytfcomm` failed: {last} (install it, e.g. scripts/setup.sh)"
 
 
+def open_mpi_mpirun() -> str | None:
+    """Open MPI's ``mpirun``, the MPI peer the tables name, or None.
+
+    Debian installs it as ``mpirun.openmpi`` and lets ``mpirun`` point at whichever MPI has
+    the highest alternatives priority; with MPICH installed too (the launcher tests need
+    its ``mpiexec.hydra``) and Open MPI absent, ``mpirun`` is MPICH's, which takes none of
+    the MCA arguments above. So: ``mpirun.openmpi`` when it exists, else ``mpirun`` only
+    if it says it is Open MPI.
+    """
+    named = shutil.which("mpirun.openmpi")
+    if named:
+        return named
+    plain = shutil.which("mpirun")
+    if plain is None:
+        return None
+    try:
+        out = subprocess.run(
+            [plain, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return plain if "Open MPI" in out else None
+
+
 def unavailable_reason(spec: Spec) -> str | None:
     """None if the backend can run here, else why not (shown in the skipped list)."""
     for mod in spec.requires:
@@ -143,8 +167,12 @@ def unavailable_reason(spec: Spec) -> str | None:
                 return reason
         elif importlib.util.find_spec(mod) is None:
             return f"python module {mod!r} not installed (see scripts/setup_bench.sh)"
-    if spec.launcher == "mpirun" and shutil.which("mpirun") is None:
-        return "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
+    if spec.launcher == "mpirun" and open_mpi_mpirun() is None:
+        other = " (mpirun here is another MPI's)" if shutil.which("mpirun") else ""
+        return (
+            f"Open MPI's mpirun not found{other}: run scripts/setup_bench.sh"
+            " (apt-get install openmpi-bin libopenmpi-dev)"
+        )
     return None
 
 

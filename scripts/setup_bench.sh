@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install the all-reduce benchmark peers (benchmarks/allreduce.py) into an existing venv.
 #   scripts/setup_bench.sh VENV_DIR [--with-tf]
-# Idempotent and non-interactive: Open MPI from Debian (only if mpirun is missing and we are
-# root), then torch (CPU), mpi4py (built against that Open MPI), matplotlib, numpy, ml_dtypes;
+# Idempotent and non-interactive: Open MPI from Debian (only if Open MPI's mpirun is missing and
+# we are root; MPICH, which setup.sh installs for the launcher tests, does not count), then torch (CPU), mpi4py (built against that Open MPI), matplotlib, numpy, ml_dtypes;
 # tensorflow-cpu for the tf-ring backend only with --with-tf (or when it is already installed).
 set -euo pipefail
 
@@ -19,13 +19,17 @@ TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 TF_VERSION=${TF_VERSION:-2.21.0}
 export DEBIAN_FRONTEND=noninteractive
 
-if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
+have_open_mpi() {
+  command -v mpirun.openmpi >/dev/null && return 0
+  command -v mpirun >/dev/null && mpirun --version 2>/dev/null | grep -q "Open MPI"
+}
+if ! have_open_mpi || ! command -v mpicc >/dev/null; then
   if [[ $(id -u) -eq 0 ]]; then
     echo "== installing Open MPI (openmpi-bin libopenmpi-dev)"
     apt-get update -q
     apt-get install -y -q --no-install-recommends openmpi-bin libopenmpi-dev
   else
-    echo "warning: mpirun/mpicc missing and not root: mpi-shm/mpi-tcp will be skipped" >&2
+    echo "warning: Open MPI (mpirun, mpicc) missing and not root: mpi-shm/mpi-tcp will be skipped" >&2
   fi
 fi
 

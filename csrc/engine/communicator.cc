@@ -114,7 +114,9 @@ EngineConfig connect(const CommOptions& o, std::unique_ptr<transport::Transport>
   }
   PTC_LOG(kInfo, "connected: rank ", cfg.rank, " of ", cfg.size, ", local ", cfg.local.me, " of ",
           cfg.local.size(), ", ", cfg.num_hosts, " host(s), transport ", conn.mode, " (",
-          conn.shm_peers, " peer(s) over shared memory), spin ", conn.spin_us, " us");
+          conn.shm_peers, " peer(s) over shared memory), spin ", conn.spin_us, " us, by reference ",
+          conn.shm_by_ref_bytes > 0 ? str_cat("from ", conn.shm_by_ref_bytes, " bytes per rank")
+                                    : std::string("off"));
   return cfg;
 }
 

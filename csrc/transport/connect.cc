@@ -107,13 +107,19 @@ Connection connect(const ConnectOptions& o, const AgreeMin& agree) {
   // Each segment's one-shot area carries this rank's negotiation records.
   const shm::Mode mode = shm::parse_mode(o.mode);
   c.mode = shm::mode_name(mode);
+  const int local_ranks = static_cast<int>(c.topology.local_ranks.size());
+  int64_t by_ref = p.shm_by_ref_bytes;
+  if (by_ref > 0 && p.oversub_shm_by_ref_bytes > 0 && host::ranks_outnumber_cores(local_ranks)) {
+    by_ref = std::min(by_ref, p.oversub_shm_by_ref_bytes);
+  }
   shm::LocalLinks local = shm::connect_local_peers(
       job.rank, boot.peers, boot.fds, mode, static_cast<size_t>(p.shm_ring_bytes),
-      static_cast<size_t>(p.shm_by_ref_bytes), o.rounds.area_inputs + o.rounds.table_bytes,
+      static_cast<size_t>(by_ref), o.rounds.area_inputs + o.rounds.table_bytes,
       deadline_after(job.connect_timeout_s));
-  const host::WaitPolicy wait = host::choose_wait_policy(
-      static_cast<int>(c.topology.local_ranks.size()), c.topology.num_hosts, local.own != nullptr);
+  const host::WaitPolicy wait =
+      host::choose_wait_policy(local_ranks, c.topology.num_hosts, local.own != nullptr);
   c.spin_us = wait.spin_us;
+  c.shm_by_ref_bytes = local.by_ref_bytes;
   // Pairs of ranks on different hosts may use several TCP connections.
   std::vector<bool> remote(static_cast<size_t>(job.size));
   for (size_t r = 0; r < remote.size(); ++r) {

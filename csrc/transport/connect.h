@@ -47,6 +47,9 @@ struct Connection {
   int shm_peers = 0;       // peers reached through shared memory
   int64_t spin_us = 0;     // how long waits poll before they block
   double beat_s = 0;       // heartbeat interval agreed (0: liveness off)
+  // Collectives of at least this many bytes per rank lend pieces by reference
+  // to peers on this host that read this rank's memory (0: none does).
+  size_t shm_by_ref_bytes = 0;
   // Pipeline segments of the ring (agreed: every rank must cut alike): the
   // smallest PYTFCOMM_SEGMENT_BYTES of the ranks, and, when ranks outnumber
   // cores on some host, the smallest PYTFCOMM_OVERSUB_SEGMENT_BYTES (else 0).

@@ -3,6 +3,7 @@ whether the job ends normally, by an exception, or by a rank killed with SIGKILL
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -125,3 +126,42 @@ def test_single_copy_by_reference_path(n: int) -> None:
     for r, res in enumerate(results):
         assert not res["failures"], f"rank {r}: " + "\n".join(res["failures"][:20])
         assert res["digests"] == results[0]["digests"]
+
+
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize("setting", ["default", "off"])
+def test_ranks_outnumbering_cores_read_by_reference_from_1_mib_per_rank(
+    tmp_path: Path, setting: str
+) -> None:
+    # With more ranks than cores a piece read from the sender's memory (one copy) beats two
+    # copies through the ring from 1 MiB per rank (docs/transports.md): each rank's log
+    # says from where it lends by reference, and the all-reduces at that size and at the
+    # default's 2 MiB per rank are exact.
+    n = (os.cpu_count() or 1) + 1
+    env = {"PYTFCOMM_TRANSPORT": "shm", "PYTFCOMM_LOG_LEVEL": "2"}
+    if setting == "off":
+        env["PYTFCOMM_OVERSUB_SHM_BYREF_BYTES"] = "off"
+    counts = [n * MIB // 4, 2 * n * MIB // 4]  # float32: 1 and 2 MiB per rank
+    procs, results, _ = start_ranks(n, "shm_workers:large_sums", counts, env=env, workdir=tmp_path)
+    outcomes = collect(procs, results, tmp_path, 120)
+    assert all(ok and value == [True, True] for ok, value in outcomes.values()), outcomes
+    want = MIB if setting == "default" else 2 * MIB
+    for r in range(n):
+        log = (tmp_path / f"rank{r}.log").read_text()
+        assert f"by reference from {want} bytes per rank" in log, log
+
+
+def test_ranks_with_a_core_each_keep_2_mib_per_rank(tmp_path: Path) -> None:
+    if (os.cpu_count() or 1) < 2:
+        pytest.fail("this test needs a machine with 2 cores or more")
+    env = {"PYTFCOMM_TRANSPORT": "shm", "PYTFCOMM_LOG_LEVEL": "2"}
+    procs, results, _ = start_ranks(
+        2, "shm_workers:large_sums", [MIB // 2], env=env, workdir=tmp_path
+    )
+    outcomes = collect(procs, results, tmp_path, 120)
+    assert all(ok and value == [True] for ok, value in outcomes.values()), outcomes
+    for r in range(2):
+        log = (tmp_path / f"rank{r}.log").read_text()
+        assert f"by reference from {2 * MIB} bytes per rank" in log, log

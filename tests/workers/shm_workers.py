@@ -103,3 +103,15 @@ def host_ids(rank: int, size: int, addr: str, transport: str) -> dict:
             return {"ok": bool(np.all(y == size * (size + 1) // 2)), "mapped": mapped_segments()}
     except pytfcomm.CommError as exc:
         return _describe(exc)
+
+
+def large_sums(rank: int, size: int, addr: str, counts: list[int]) -> list[bool]:
+    """Sum all-reduces of float32 ``counts`` (rank r gives r + 1 + i % 7): each exact?"""
+    ok = []
+    with pytfcomm.init(rank=rank, size=size, addr=addr) as comm:
+        for count in counts:
+            pattern = np.arange(count, dtype=np.float32) % 7
+            got = comm.allreduce(pattern + (rank + 1), "sum")
+            want = pattern * size + size * (size + 1) // 2
+            ok.append(bool(np.array_equal(got, want)))
+    return ok

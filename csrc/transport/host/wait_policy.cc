@@ -16,13 +16,17 @@ constexpr int64_t kShmSpinUs = 1000;
 
 }  // namespace
 
+bool ranks_outnumber_cores(int local_ranks) {
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(local_ranks) > cores;
+}
+
 WaitPolicy choose_wait_policy(int local_ranks, int num_hosts, bool shared_memory) {
   const Params& p = params();
   // Poll briefly, then block. Polls yield the core in between: on a shared
   // or oversubscribed machine the peer we wait for may need this very core,
   // and sched_yield costs next to nothing when nobody else is runnable.
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  bool oversubscribed = static_cast<unsigned>(local_ranks) > cores;
+  bool oversubscribed = ranks_outnumber_cores(local_ranks);
   int64_t spin = p.spin_us >= 0 ? p.spin_us : (oversubscribed ? p.yield_spin_us : kBusySpinUs);
   bool yield_cpu = !p.no_yield;
   // Waking a sleeping rank (futex, then an IPI to an idle vCPU) costs tens of

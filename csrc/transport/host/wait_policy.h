@@ -12,6 +12,10 @@ struct WaitPolicy {
   bool oversubscribed = false;  // this host has more ranks than cores
 };
 
+// Whether this host runs more ranks (local_ranks, this one included) than it
+// has cores: the one test for "ranks outnumber cores" everywhere.
+bool ranks_outnumber_cores(int local_ranks);
+
 // local_ranks: ranks on this host (this one included); shared_memory: some
 // peer is reached through shared memory.
 WaitPolicy choose_wait_policy(int local_ranks, int num_hosts, bool shared_memory);

@@ -216,6 +216,7 @@ LocalLinks connect_local_peers(int rank, const std::vector<net::PeerInfo>& peers
     ref.peer_pid = i_read[i] ? static_cast<pid_t>(offers[i].pid) : 0;
     // by_ref_bytes counts per rank; the stream sees whole collectives.
     ref.send_from = peer_reads[i] ? by_ref_bytes * static_cast<size_t>(n) : 0;
+    if (peer_reads[i]) links.by_ref_bytes = by_ref_bytes;
     links.streams[static_cast<size_t>(r)] = std::make_unique<ShmStream>(
         std::move(in), std::move(out), bell, std::move(fds[static_cast<size_t>(r)]), ref);
     links.segments[static_cast<size_t>(r)] = theirs[i];

@@ -35,6 +35,9 @@ struct LocalLinks {
   // segments[r]: rank r's segment as mapped here (this rank's own at
   // index rank), wherever a stream exists; for the one-shot areas.
   std::vector<std::shared_ptr<Mapping>> segments;
+  // Collectives of at least this many bytes per rank lend their large pieces
+  // by reference to the peers that read this rank's memory (0: none does).
+  size_t by_ref_bytes = 0;
 };
 
 // Exchanges offers with every rank of equal host_id (whatever the mode, so

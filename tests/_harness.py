@@ -217,3 +217,16 @@ def check_matrix(results: list[dict]) -> None:
     for r, res in enumerate(results[1:], start=1):
         differ = [k for k in first if res["digests"][k] != first[k]]
         assert not differ, f"rank {r} result bytes differ from rank 0 in {differ[:10]}"
+
+
+def more_ranks_than_cores(power_of_two: bool = False) -> int:
+    """The fewest ranks (at least 4 and a power of two if asked) that outnumber this
+    machine's cores, as pytfcomm counts them; skips where that would take over 16."""
+    import pytest
+
+    n = (os.cpu_count() or 1) + 1
+    if power_of_two:
+        n = max(4, 1 << (n - 1).bit_length())
+    if n > 16:
+        pytest.skip(f"{n} ranks would be needed to outnumber this machine's cores")
+    return n

@@ -105,6 +105,7 @@ EngineConfig connect(const CommOptions& o, std::unique_ptr<transport::Transport>
   cfg.oversub_segment_bytes = conn.oversub_segment_bytes;
   cfg.halving_bytes = conn.halving_bytes;
   cfg.all_shared_memory = conn.all_shared_memory;
+  cfg.shm_halving_from = conn.shm_halving_from;
   cfg.ahead_bytes = conn.ahead_bytes;
   *transport = std::move(conn.transport);
   if (cfg.size > 1) {

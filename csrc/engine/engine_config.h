@@ -34,9 +34,12 @@ struct EngineConfig {
   size_t segment_bytes = 0;          // the ring's pipeline segment (agreed)
   size_t oversub_segment_bytes = 0;  // the ring's, ranks outnumbering cores (0: not so)
   size_t halving_bytes = 0;          // auto's halving-doubling limit (agreed; 0: never)
-  bool all_shared_memory = false;    // every pair of ranks shares memory (agreed)
-  size_t ahead_bytes = 0;            // the largest first step sent ahead (agreed; 0: none)
-  double beat_s = 0;                 // liveness heartbeat interval (0: off)
+  // Bytes per rank from which auto's halving-doubling also runs over shared
+  // memory alone (agreed; 0: never): ranks outnumber cores on some host.
+  size_t shm_halving_from = 0;
+  bool all_shared_memory = false;  // every pair of ranks shares memory (agreed)
+  size_t ahead_bytes = 0;          // the largest first step sent ahead (agreed; 0: none)
+  double beat_s = 0;               // liveness heartbeat interval (0: off)
 
   // In a child forked after it was made: nothing of it is this process's.
   bool forked(std::memory_order order = std::memory_order_seq_cst) const {

@@ -189,9 +189,14 @@ Algorithm CollectiveExecutor::resolve_allreduce(Algorithm asked, size_t bytes) c
   }
   // 4, 8, 16, ... ranks with some of them over TCP: 2 log2(n) pairwise
   // exchanges instead of 2(n-1) ring steps (at 2 ranks the two are the same
-  // exchange; over shared memory alone it measured no faster: docs/benchmarks.md).
+  // exchange). Over shared memory alone only where ranks outnumber cores and
+  // the pieces are read from the sender's memory; with a core per rank, or
+  // copied through the rings, it measured no faster (docs/transports.md).
   const bool power_of_two = (cfg_.size & (cfg_.size - 1)) == 0;
-  if (cfg_.size >= 4 && power_of_two && !cfg_.all_shared_memory && bytes <= cfg_.halving_bytes) {
+  const size_t per_rank = bytes / static_cast<size_t>(cfg_.size);
+  const bool pairwise =
+      !cfg_.all_shared_memory || (cfg_.shm_halving_from > 0 && per_rank >= cfg_.shm_halving_from);
+  if (cfg_.size >= 4 && power_of_two && pairwise && bytes <= cfg_.halving_bytes) {
     return Algorithm::kHalvingDoubling;
   }
   return Algorithm::kRing;

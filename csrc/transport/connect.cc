@@ -55,28 +55,34 @@ std::vector<host::PeerLink> peer_links(int rank, tcp::BootstrapResult& boot,
 // size for rounds (0 where some rank lacks shared memory with some other),
 // the largest in-round input, the liveness timeout, the ring's pipeline
 // segments, auto's halving-doubling limit, whether every pair of ranks
-// shares memory and the largest first step sent ahead (`c`). Returns the heartbeat interval.
+// shares memory, the largest first step sent ahead and, where ranks outnumber
+// cores, from what size per rank peers read this rank's memory by reference
+// (`c`, which holds this rank's). Returns the heartbeat interval.
 double agree_on_setup(host::HostTransport& t, const ConnectOptions& o, const AgreeMin& agree,
                       bool oversubscribed, Connection* c) {
   const RoundOptions& ro = o.rounds;
   const Params& p = params();
   constexpr int64_t kNone = INT64_MAX;
   const bool all_shm = t.shm_peers() == t.size() - 1;
-  int64_t v[8] = {static_cast<int64_t>(t.local_area_capacity()),
+  int64_t v[9] = {static_cast<int64_t>(t.local_area_capacity()),
                   static_cast<int64_t>(ro.frame_inputs),
                   static_cast<int64_t>(p.peer_timeout_s * 1000.0),
                   p.segment_bytes,
                   oversubscribed ? p.oversub_segment_bytes : kNone,
                   p.halving_bytes,
                   all_shm ? 1 : 0,
-                  p.ahead_bytes};
+                  p.ahead_bytes,
+                  oversubscribed && c->shm_by_ref_bytes > 0
+                      ? static_cast<int64_t>(c->shm_by_ref_bytes)
+                      : kNone};
   t.set_context("setup (agreeing on negotiation, liveness and algorithms)");
   t.set_deadline(deadline_after(o.job.connect_timeout_s));
-  agree(t, v, 8);
+  agree(t, v, 9);
   c->segment_bytes = static_cast<size_t>(v[3]);
   c->oversub_segment_bytes = v[4] == kNone ? 0 : static_cast<size_t>(v[4]);
   c->halving_bytes = static_cast<size_t>(v[5]);
   c->all_shared_memory = v[6] == 1;
+  c->shm_halving_from = v[8] == kNone ? 0 : static_cast<size_t>(v[8]);
   t.configure_rounds(static_cast<size_t>(v[0]), ro.min_area_bytes,
                      ro.table_bytes + static_cast<size_t>(v[1]));
   t.set_ahead_limit(static_cast<size_t>(v[7]));  // none where records go through the areas

@@ -60,6 +60,9 @@ struct Connection {
   size_t halving_bytes = 0;
   // Every rank reaches every other through shared memory (agreed).
   bool all_shared_memory = false;
+  // Where some host runs more ranks than it has cores: the smallest
+  // shm_by_ref_bytes of its ranks (0: no such host, or nothing read by reference).
+  size_t shm_halving_from = 0;
   // The largest first step sent ahead (the smallest PYTFCOMM_AHEAD_BYTES of
   // the ranks; 0 where records go through the areas, or off).
   size_t ahead_bytes = 0;

@@ -20,8 +20,9 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format assumes li
 // 10: bundles of negotiation records send equal records of consecutive ranks
 // once, with their run length (transport/host/bundle.h); 11: AHED frames (a
 // pairwise all-reduce's first step sent right behind the record) and the
-// record flag that announces one (engine/round_record.h)
-constexpr uint32_t kProtocolVersion = 11;
+// record flag that announces one (engine/round_record.h); 12: one more value
+// agreed at setup (whether ranks outnumber cores on some host)
+constexpr uint32_t kProtocolVersion = 12;
 constexpr uint64_t kHelloMagic = 0x314d4d4f43465450ULL;  // "PTFCOMM1"
 constexpr uint32_t kDataMagic = 0x41544144;              // "DATA"
 constexpr uint32_t kAbortMagic = 0x54524241;             // "ABRT"

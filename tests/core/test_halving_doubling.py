@@ -1,13 +1,14 @@
 """The halving-doubling all-reduce (csrc/algorithms/halving_doubling.cc): exact and
 bitwise identical on every rank count (powers of two and not), on TCP and shared
-memory, and what ``auto`` picks: it on 4, 8, ... ranks some of which talk over TCP,
-from above PYTFCOMM_SMALL_BYTES up to PYTFCOMM_HALVING_BYTES (agreed: the smallest
-over ranks), the ring otherwise (docs/transports.md)."""
+memory, and what ``auto`` picks: it on 4, 8, ... ranks some of which talk over TCP (or
+that outnumber cores on shared memory, read by reference), from above
+PYTFCOMM_SMALL_BYTES up to PYTFCOMM_HALVING_BYTES (agreed: the smallest over ranks), the
+ring otherwise (docs/transports.md)."""
 
 from __future__ import annotations
 
 import pytest
-from _harness import check_matrix, run_ranks
+from _harness import check_matrix, more_ranks_than_cores, run_ranks
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -60,10 +61,42 @@ def test_auto_picks_it_over_tcp_up_to_the_limit(n: int) -> None:
     assert [picked[s] for s in sizes] == ["halving_doubling"] * 3 + ["ring"], picked
 
 
-def test_auto_keeps_the_ring_when_every_rank_shares_memory() -> None:
-    """Over shared memory alone halving-doubling measured no faster (docs/benchmarks.md)."""
-    picked = _picked(4, [1 * MIB], env={"PYTFCOMM_TRANSPORT": "shm"})[0]
+def test_auto_keeps_the_ring_over_shared_memory_unless_pieces_are_read_by_reference() -> None:
+    """Over shared memory through the rings halving-doubling measured no faster
+    (docs/transports.md): with reading by reference off, 4 ranks keep the ring."""
+    env = {"PYTFCOMM_TRANSPORT": "shm", "PYTFCOMM_OVERSUB_SHM_BYREF_BYTES": "off"}
+    picked = _picked(4, [1 * MIB], env=env)[0]
     assert picked[1 * MIB] == "ring", picked
+
+
+def test_ranks_sharing_cores_pick_it_over_shared_memory_from_64_kib_per_rank() -> None:
+    """More ranks than cores, all on shared memory: from 64 KiB per rank (read by
+    reference) up to PYTFCOMM_HALVING_BYTES, the ring below and above."""
+    n = more_ranks_than_cores(power_of_two=True)
+    want = {
+        n * 32 * KIB: "ring",
+        n * 64 * KIB: "halving_doubling",
+        2 * MIB: "halving_doubling",
+        2 * MIB + 4: "ring",
+    }
+    picked = _picked(n, list(want), env={"PYTFCOMM_TRANSPORT": "shm"})[0]
+    assert picked == want, picked
+
+
+def test_ranks_sharing_cores_agree_on_the_smallest_by_reference_size() -> None:
+    # Rank 1 reads by reference from 128 KiB per rank, the others from 256 KiB: every
+    # rank takes halving-doubling from 128 KiB per rank.
+    n = more_ranks_than_cores(power_of_two=True)
+    envs = [
+        {
+            "PYTFCOMM_TRANSPORT": "shm",
+            "PYTFCOMM_OVERSUB_SHM_BYREF_BYTES": str(128 * KIB if r == 1 else 256 * KIB),
+        }
+        for r in range(n)
+    ]
+    want = {n * 64 * KIB: "ring", n * 128 * KIB: "halving_doubling"}
+    picked = _picked(n, list(want), per_rank_env=envs)[0]
+    assert picked == want, picked
 
 
 def test_one_rank_on_tcp_makes_every_rank_pick_it() -> None:

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from _harness import collect, run_ranks, start_ranks
+from _harness import collect, more_ranks_than_cores, run_ranks, start_ranks
 from shm_workers import segments_of
 
 import pytfcomm
@@ -129,27 +129,31 @@ def test_single_copy_by_reference_path(n: int) -> None:
 
 
 MIB = 1 << 20
+KIB = 1 << 10
+
+
+def _rank_logs(tmp_path: Path, n: int) -> list[str]:
+    return [(tmp_path / f"rank{r}.log").read_text() for r in range(n)]
 
 
 @pytest.mark.parametrize("setting", ["default", "off"])
-def test_ranks_outnumbering_cores_read_by_reference_from_1_mib_per_rank(
+def test_ranks_outnumbering_cores_read_by_reference_from_64_kib_per_rank(
     tmp_path: Path, setting: str
 ) -> None:
     # With more ranks than cores a piece read from the sender's memory (one copy) beats two
-    # copies through the ring from 1 MiB per rank (docs/transports.md): each rank's log
-    # says from where it lends by reference, and the all-reduces at that size and at the
-    # default's 2 MiB per rank are exact.
-    n = (os.cpu_count() or 1) + 1
+    # copies through the ring from 64 KiB per rank (docs/transports.md): each rank's log
+    # says from where it lends by reference, and all-reduces from 64 KiB to 2 MiB per rank
+    # are exact.
+    n = more_ranks_than_cores()
     env = {"PYTFCOMM_TRANSPORT": "shm", "PYTFCOMM_LOG_LEVEL": "2"}
     if setting == "off":
         env["PYTFCOMM_OVERSUB_SHM_BYREF_BYTES"] = "off"
-    counts = [n * MIB // 4, 2 * n * MIB // 4]  # float32: 1 and 2 MiB per rank
+    counts = [n * per // 4 for per in (64 * KIB, MIB, 2 * MIB)]  # float32
     procs, results, _ = start_ranks(n, "shm_workers:large_sums", counts, env=env, workdir=tmp_path)
     outcomes = collect(procs, results, tmp_path, 120)
-    assert all(ok and value == [True, True] for ok, value in outcomes.values()), outcomes
-    want = MIB if setting == "default" else 2 * MIB
-    for r in range(n):
-        log = (tmp_path / f"rank{r}.log").read_text()
+    assert all(ok and value == [True] * 3 for ok, value in outcomes.values()), outcomes
+    want = 64 * KIB if setting == "default" else 2 * MIB
+    for log in _rank_logs(tmp_path, n):
         assert f"by reference from {want} bytes per rank" in log, log
 
 
@@ -162,6 +166,5 @@ def test_ranks_with_a_core_each_keep_2_mib_per_rank(tmp_path: Path) -> None:
     )
     outcomes = collect(procs, results, tmp_path, 120)
     assert all(ok and value == [True] for ok, value in outcomes.values()), outcomes
-    for r in range(2):
-        log = (tmp_path / f"rank{r}.log").read_text()
+    for log in _rank_logs(tmp_path, 2):
         assert f"by reference from {2 * MIB} bytes per rank" in log, log

@@ -31,6 +31,7 @@ def test_warm_ranks_look_like_cold_ones(tmp_path):
         assert "test_warm_ranks_look_like_cold_ones" in o["env"]["PYTEST_CURRENT_TEST"]
         assert o["stdin"] == b"", "stdin is not /dev/null"
         assert o["sigint"], "Ctrl-C would not raise KeyboardInterrupt"
+        assert o["collects"], "the rank's cyclic garbage collector does not free its cycles"
         assert (tmp_path / f"atexit{r}").read_text() == "ran", "atexit handlers did not run"
         assert Path(o["cwd"]).name.startswith("pytfcomm-test-")
     assert len({o["pid"] for o in outs}) == 3

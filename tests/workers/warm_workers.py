@@ -51,7 +51,15 @@ def describe(rank: int, size: int, addr: str, marker_dir: str) -> dict:
         "stdin": os.read(0, 10),
         "sigint": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
         "collects": _collects_cycles(),
+        "keras": _keras_of_tf(),
     }
+
+
+def _keras_of_tf() -> str:
+    """Which Keras tf.keras is (TF_USE_LEGACY_KERAS at import decides: tf-keras or Keras 3)."""
+    import tensorflow as tf
+
+    return str(tf.keras.layers.Dense.__module__)
 
 
 def sleep(rank: int, size: int, addr: str, seconds: float) -> None:

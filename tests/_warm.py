@@ -9,7 +9,9 @@ change what it runs:
 * its environment differs from the one the zygote imported TF under only in
   variables read after import (``PYTFCOMM_*``, ``HOROVOD_*``, ``PYTEST_*``,
   ``TF_CONFIG``). ``TF_USE_LEGACY_KERAS`` is not one of them: ``import
-  tensorflow`` imports Keras 3 unless it is set. A test that gives its ranks
+  tensorflow`` imports Keras 3 unless it is set, tf-keras if it is. Ranks
+  given it (and nothing else read at import) fork from a second zygote that
+  imported TF with it set (:data:`VARIANT_KEYS`). A test that gives its ranks
   other variables gets cold ranks; if the session's own environment changed,
   a new zygote takes over (at most MAX_RESTARTS times);
 * it is not started under a command prefix (``ip netns exec``).
@@ -42,6 +44,9 @@ TESTS = Path(__file__).resolve().parent
 _USES_TF = re.compile(r"\b(tensorflow|keras|tf_setup)\b")
 _LAZY_PREFIXES = ("PYTFCOMM_", "HOROVOD_", "PYTEST_")
 _LAZY_KEYS = {"TF_CONFIG"}
+# Variables read at import that get a zygote of their own, imported with the value a
+# test gives its ranks, when they are all that differs from the session's environment.
+VARIANT_KEYS = ("TF_USE_LEGACY_KERAS",)
 READY_S = 180  # the zygote's TF import, on a busy 2-core machine
 
 
@@ -77,8 +82,8 @@ class WarmProc:
 
 
 class _Zygote:
-    def __init__(self) -> None:
-        self.env = dict(os.environ)
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self.env = dict(os.environ if env is None else env)
         self._owner = os.getpid()
         self._dir = tempfile.mkdtemp(prefix="pytfcomm-zygote-")
         ours, theirs = socket.socketpair()
@@ -174,6 +179,8 @@ class _Zygote:
 
 _zygote_instance: _Zygote | None = None
 _broken: str | None = None
+# The zygotes for VARIANT_KEYS, by the values that differ; None: it failed to start.
+_variants: dict[tuple[tuple[str, str | None], ...], _Zygote | None] = {}
 _restarts = [0]
 MAX_RESTARTS = 3  # each costs one TF import
 
@@ -196,6 +203,46 @@ def _uses_tf(target: str) -> bool:
     return _module_uses_tf(target.split(":")[0])
 
 
+def _variant_env(env: Mapping[str, str]) -> dict[str, str] | None:
+    """The session's environment with env's VARIANT_KEYS, if env differs from it only
+    in those and in variables read after import; else None."""
+    variant = dict(os.environ)
+    for key in VARIANT_KEYS:
+        if key in env:
+            variant[key] = env[key]
+        else:
+            variant.pop(key, None)
+    return variant if _fits(env, variant) else None
+
+
+def _spawn_variant(
+    argv: list[str], env: Mapping[str, str], cwd: Path, log: Path
+) -> WarmProc | None:
+    """Fork the rank from the zygote of env's VARIANT_KEYS, or None (start it cold)."""
+    variant = _variant_env(env)
+    if variant is None:
+        return None
+    key = tuple((k, variant.get(k)) for k in VARIANT_KEYS)
+    zygote = _variants.get(key)
+    if key in _variants and (zygote is None or not zygote.alive):
+        return None  # it failed to start, or died: cold from now on
+    if zygote is None:
+        try:
+            zygote = _variants[key] = _Zygote(variant)
+        except (OSError, RuntimeError) as exc:
+            _variants[key] = None
+            print(f"tests/_warm.py: starting ranks of {key} cold: {exc}", file=sys.stderr)
+            return None
+        atexit.register(zygote.close)
+    if not _fits(env, zygote.env):  # the session's environment changed since it started
+        return None
+    try:
+        return zygote.spawn(argv, env, cwd, log)
+    except (OSError, RuntimeError, queue.Empty) as exc:
+        print(f"tests/_warm.py: starting {argv[1]} cold: {exc!r}", file=sys.stderr)
+        return None
+
+
 def spawn(argv: list[str], env: Mapping[str, str], cwd: Path, log: Path) -> WarmProc | None:
     """Fork the rank ``python argv...`` would start from the zygote, or None (start it cold).
 
@@ -204,10 +251,10 @@ def spawn(argv: list[str], env: Mapping[str, str], cwd: Path, log: Path) -> Warm
     global _zygote_instance, _broken
     if os.environ.get("PYTFCOMM_TEST_COLD") == "1" or _broken or not _uses_tf(argv[1]):
         return None
+    if not _fits(env, os.environ):
+        return _spawn_variant(argv, env, cwd, log)
     zygote = _zygote_instance
     if zygote is not None and zygote.alive and not _fits(env, zygote.env):
-        if not _fits(env, os.environ):
-            return None  # this test's own environment: start its ranks cold
         if zygote.busy() or _restarts[0] >= MAX_RESTARTS:
             return None
         zygote.close()  # the session's environment changed since it started

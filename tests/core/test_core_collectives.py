@@ -66,6 +66,9 @@ def test_large_pipelined_broadcast() -> None:
     )
 
 
+# TCP only (each rank's environment names it): under the transport fixture's "shm" it
+# would run the same TCP job a second time.
+@pytest.mark.parametrize("transport", ["tcp"], indirect=True)
 @pytest.mark.parametrize(
     "values", [["16384", "65536", "32768", "16384"], ["16384", "off", "32768", "65536"]]
 )

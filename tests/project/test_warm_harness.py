@@ -31,6 +31,7 @@ def test_warm_ranks_look_like_cold_ones(tmp_path):
         assert "test_warm_ranks_look_like_cold_ones" in o["env"]["PYTEST_CURRENT_TEST"]
         assert o["stdin"] == b"", "stdin is not /dev/null"
         assert o["sigint"], "Ctrl-C would not raise KeyboardInterrupt"
+        assert o["collects"], "the rank's cyclic garbage collector does not free its cycles"
         assert (tmp_path / f"atexit{r}").read_text() == "ran", "atexit handlers did not run"
         assert Path(o["cwd"]).name.startswith("pytfcomm-test-")
     assert len({o["pid"] for o in outs}) == 3
@@ -63,7 +64,7 @@ def test_exit_codes_logs_and_kills_reach_the_harness():
 
 def test_environments_the_zygote_did_not_import_under_start_cold(tmp_path):
     (out,) = run_ranks(
-        1, "warm_workers:describe", str(tmp_path), timeout=120, env={"TF_USE_LEGACY_KERAS": "1"}
+        1, "warm_workers:describe", str(tmp_path), timeout=120, env={"TF_ENABLE_ONEDNN_OPTS": "0"}
     )
     assert not out["preloaded"]
     assert _warm._fits({"A": "1", "PYTFCOMM_X": "2", "TF_CONFIG": "{}"}, {"A": "1"})
@@ -71,6 +72,21 @@ def test_environments_the_zygote_did_not_import_under_start_cold(tmp_path):
     assert not _warm._fits({}, {"LD_PRELOAD": "x"})
     assert _warm._uses_tf("warm_workers:describe")
     assert not _warm._uses_tf("core_workers:allreduce_matrix")
+
+
+def test_tf_keras_ranks_fork_from_a_zygote_of_their_own(tmp_path, monkeypatch):
+    """TF_USE_LEGACY_KERAS=1 changes what ``import tensorflow`` imports (tf-keras, not
+    Keras 3): such ranks fork from a zygote that imported TF with it set, and see the
+    Keras a cold rank sees."""
+    legacy = {"TF_USE_LEGACY_KERAS": "1"}
+    (warm,) = run_ranks(1, "warm_workers:describe", str(tmp_path), timeout=120, env=legacy)
+    (plain,) = run_ranks(1, "warm_workers:describe", str(tmp_path), timeout=120)
+    monkeypatch.setenv("PYTFCOMM_TEST_COLD", "1")
+    (cold,) = run_ranks(1, "warm_workers:describe", str(tmp_path), timeout=120, env=legacy)
+    assert warm["preloaded"] and plain["preloaded"] and not cold["preloaded"]
+    assert warm["keras"] == cold["keras"] and warm["keras"].startswith("tf_keras."), warm
+    assert plain["keras"].startswith("keras."), plain
+    assert warm["collects"] and (tmp_path / "atexit0").read_text() == "ran"
 
 
 def test_a_changed_session_environment_gets_a_new_zygote(tmp_path, monkeypatch):

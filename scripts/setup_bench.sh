@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install the all-reduce benchmark peers (benchmarks/allreduce.py) into an existing venv.
 #   scripts/setup_bench.sh VENV_DIR [--with-tf]
-# Idempotent and non-interactive: Open MPI from Debian (only if Open MPI's mpirun is missing and
-# we are root; MPICH, which setup.sh installs for the launcher tests, does not count), then torch (CPU), mpi4py (built against that Open MPI), matplotlib, numpy, ml_dtypes;
+# Idempotent and non-interactive: Open MPI from Debian (only if Open MPI's mpirun is missing
+# and we are root; MPICH, which setup.sh installs for the launcher tests, does not count),
+# then torch (CPU), mpi4py, matplotlib, numpy, ml_dtypes;
 # tensorflow-cpu for the tf-ring backend only with --with-tf (or when it is already installed).
 set -euo pipefail
 
